@@ -1,0 +1,23 @@
+# TRAINHOST_CUDA=AUTO|ON|OFF. The CUDA backend itself is the subject of its own
+# work item; until it lands this only finds the toolkit, so AUTO and ON report what
+# is there and the build stays CPU-only.
+set(TRAINHOST_HAVE_CUDA_TOOLKIT OFF)
+if(NOT TRAINHOST_CUDA STREQUAL "OFF")
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+    find_library(CUDNN_LIBRARY cudnn HINTS /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+    set(TRAINHOST_HAVE_CUDA_TOOLKIT ON)
+  endif()
+  if(TRAINHOST_CUDA STREQUAL "ON" AND NOT TRAINHOST_HAVE_CUDA_TOOLKIT)
+    message(FATAL_ERROR "TRAINHOST_CUDA=ON but no CUDA compiler was found (set CMAKE_CUDA_COMPILER or use TRAINHOST_CUDA=AUTO)")
+  endif()
+elseif(NOT TRAINHOST_CUDA MATCHES "^(AUTO|ON|OFF)$")
+  message(FATAL_ERROR "TRAINHOST_CUDA must be AUTO, ON or OFF, not '${TRAINHOST_CUDA}'")
+endif()
+if(TRAINHOST_HAVE_CUDA_TOOLKIT)
+  message(STATUS "trainhost: CUDA toolkit found (${CMAKE_CUDA_COMPILER}); the CUDA backend is not built yet, building CPU-only")
+else()
+  message(STATUS "trainhost: CPU-only build")
+endif()

@@ -1,0 +1,142 @@
+// The trainhost command line: train (default), list-plugins.
+#include "config/run_config.hpp"
+#include "data/dataset.hpp"
+#include "errors.hpp"
+#include "lifecycle/session.hpp"
+#include "plugin/plugin_library.hpp"
+#include "report/report.hpp"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+#include <iostream>
+#include <sstream>
+
+#ifndef TRAINHOST_VERSION
+#define TRAINHOST_VERSION "0.0.0"
+#endif
+
+namespace {
+
+using namespace trainhost;
+
+std::vector<std::string> split_list(const std::string& list) {
+    std::vector<std::string> items;
+    std::stringstream entries(list);
+    for (std::string item; std::getline(entries, item, ',');)
+        if (!item.empty()) items.push_back(item);
+    return items;
+}
+
+int list_plugins() {
+    namespace fs = std::filesystem;
+    for (const fs::path& dir : plugin::plugin_search_path()) {
+        std::cout << dir.string() << ":\n";
+        std::error_code ec;
+        std::vector<fs::path> files;
+        for (const auto& item : fs::directory_iterator(dir, ec))
+            if (item.path().extension() == ".so") files.push_back(item.path());
+        std::sort(files.begin(), files.end());
+        if (files.empty()) std::cout << "  (no plugins)\n";
+        for (const fs::path& file : files) {
+            try {
+                auto library = plugin::PluginLibrary::load(file);
+                const th_plugin_entry& e = library->entry();
+                std::cout << fmt::format("  {:<20} {:<8} {}\n", e.name, e.version, e.description);
+            } catch (const PluginLoadError& error) {
+                std::cout << fmt::format("  {:<20} (not loadable: {})\n", file.filename().string(), error.what());
+            }
+        }
+    }
+    return kExitOk;
+}
+
+struct TrainArguments {
+    std::string config;
+    std::string plugins;
+    std::optional<std::uint32_t> epochs;
+    std::optional<std::uint64_t> seed;
+    std::optional<std::string> device;
+    std::uint32_t repeat = 1;
+    std::string report;
+    bool verbose = false;
+};
+
+int train(const TrainArguments& args) {
+    lifecycle::SessionOptions options;
+    options.config = config::load_run_config(args.config);
+    if (args.epochs) options.config.epochs = *args.epochs;
+    if (args.seed) options.config.seed = *args.seed;
+    if (args.device) options.config.device = *args.device;
+    options.plugins = split_list(args.plugins);
+    options.repeat = args.repeat;
+    options.verbose = args.verbose;
+    lifecycle::Session session(options, std::cout, std::cerr);
+    lifecycle::SessionResult result = session.run();
+    for (const auto& fit : result.fits) {
+        std::vector<std::string> shown;
+        for (const char* key : {"train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy"}) {
+            auto found = fit.final_metrics.find(key);
+            if (found != fit.final_metrics.end()) shown.push_back(fmt::format("{}={:.4f}", key, found->second));
+        }
+        std::cout << fmt::format("fit {}/{}: {} epoch{}{}{}{}\n", fit.index + 1, options.repeat, fit.epochs.size(),
+                                 fit.epochs.size() == 1 ? "" : "s", shown.empty() ? "" : ", ", fmt::join(shown, " "),
+                                 fit.stop_reason.empty() ? "" : fmt::format(" (stopped by {})", fit.stop_reason));
+    }
+    if (!args.report.empty()) report::write_report(args.report, report::to_json(result, options));
+    std::cerr << std::flush;
+    std::cout << result.verdict << std::endl;
+    return result.exit_code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    CLI::App app{"trainhost: a training host whose callbacks are plugins, and whose ledger proves every device "
+                 "resource a plugin takes is given back.",
+                 "trainhost"};
+    app.set_version_flag("--version", std::string("trainhost ") + TRAINHOST_VERSION + " (plugin ABI " +
+                                          std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + ")");
+    TrainArguments args;
+    app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
+    app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
+    app.add_option("--epochs", args.epochs, "override the config's epochs")->check(CLI::Range(0, 1000000));
+    app.add_option("--seed", args.seed, "override the config's seed");
+    app.add_option("--device", args.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
+        ->check(CLI::Range(1, 100000));
+    app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
+    app.add_flag("--verbose", args.verbose, "print the plugin order, device choice and debug logs");
+    CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
+    app.require_subcommand(0, 1);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
+    } catch (const CLI::ParseError& e) {
+        std::cerr << "error: " << e.what() << "\n(run trainhost --help for usage)\n";
+        return kExitUsage;
+    }
+    try {
+        if (list->parsed()) return list_plugins();
+        if (args.config.empty()) {
+            std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
+            return kExitUsage;
+        }
+        return train(args);
+    } catch (const ConfigError& e) {
+        std::cerr << "error: " << e.what() << '\n';
+        return kExitUsage;
+    } catch (const data::DataError& e) {
+        std::cerr << "error: data: " << e.what() << '\n';
+        return kExitTraining;
+    } catch (const PluginLoadError& e) {
+        std::cerr << "error: " << e.what() << '\n';
+        return kExitPluginLoad;
+    } catch (const std::exception& e) {
+        std::cerr << "error: " << e.what() << '\n';
+        return kExitTraining;
+    }
+}

@@ -1,0 +1,150 @@
+#include "config/run_config.hpp"
+
+#include "config/table_reader.hpp"
+#include "errors.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <sstream>
+
+namespace trainhost::config {
+
+namespace {
+
+constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
+
+LayerSpec read_layer(const toml::table& table, std::size_t index, const std::filesystem::path& file) {
+    TableReader reader(table, fmt::format("[[model.layers]] #{}", index + 1), file);
+    LayerSpec layer;
+    if (!reader.has("type")) reader.fail("type", "missing (dense, relu, sigmoid, tanh, flatten or dropout)");
+    layer.type = reader.one_of("type", "", {"dense", "relu", "sigmoid", "tanh", "flatten", "dropout"});
+    if (layer.type == "dense") {
+        if (!reader.has("units")) reader.fail("units", "missing: a dense layer needs its output width");
+        layer.units = static_cast<std::size_t>(reader.integer_in("units", 0, 1, kMaxWidth));
+    } else if (layer.type == "dropout") {
+        layer.rate = reader.number_in("rate", 0.5, 0.0, 0.99);
+    }
+    reader.reject_unknown_keys();
+    return layer;
+}
+
+void read_model(TableReader& root, RunConfig& config) {
+    const toml::table* table = root.table("model");
+    if (!table) root.fail("model", "missing: the config needs a [model] table with layers and a loss");
+    TableReader reader(*table, "[model]", config.file);
+    config.model.loss = reader.one_of("loss", "cross_entropy", {"cross_entropy", "bce_with_logits", "mse"});
+    const toml::array* layers = reader.array("layers");
+    if (!layers || layers->empty()) reader.fail("layers", "missing or empty: list the layers as [[model.layers]]");
+    for (std::size_t i = 0; i < layers->size(); ++i) {
+        const toml::table* layer = layers->get(i)->as_table();
+        if (!layer)
+            throw ConfigError(fmt::format("{}: [model] layers #{}: expected a table like {{ type = \"dense\", units = 10 }}",
+                                          source_position(config.file, layers->get(i)->source()), i + 1));
+        config.model.layers.push_back(read_layer(*layer, i, config.file));
+    }
+    reader.reject_unknown_keys();
+}
+
+void read_optimizer(TableReader& root, RunConfig& config) {
+    OptimizerSpec& o = config.optimizer;
+    const toml::table* table = root.table("optimizer");
+    if (!table) return;
+    TableReader reader(*table, "[optimizer]", config.file);
+    o.type = reader.one_of("type", o.type, {"sgd", "adam", "adamw"});
+    o.lr = reader.number_in("lr", o.type == "sgd" ? 0.01 : 1e-3, 0.0, 1e3);
+    o.weight_decay = reader.number_in("weight_decay", o.type == "adamw" ? 1e-2 : 0.0, 0.0, 1e3);
+    if (o.type == "sgd") {
+        o.momentum = reader.number_in("momentum", 0.0, 0.0, 1.0);
+        o.dampening = reader.number_in("dampening", 0.0, 0.0, 1.0);
+        o.nesterov = reader.boolean("nesterov").value_or(false);
+        if (o.nesterov && (o.momentum <= 0 || o.dampening != 0))
+            reader.fail("nesterov", "needs momentum > 0 and dampening = 0");
+    } else {
+        o.beta1 = reader.number_in("beta1", o.beta1, 0.0, 0.999999);
+        o.beta2 = reader.number_in("beta2", o.beta2, 0.0, 0.999999);
+        o.eps = reader.number_in("eps", o.eps, 0.0, 1.0);
+    }
+    reader.reject_unknown_keys();
+}
+
+void read_data(TableReader& root, RunConfig& config) {
+    DataSpec& d = config.data;
+    const toml::table* table = root.table("data");
+    if (!table) return;
+    TableReader reader(*table, "[data]", config.file);
+    d.dataset = reader.one_of("dataset", d.dataset, {"fashion_mnist", "synthetic_autoencoder"});
+    d.batch_size = static_cast<std::size_t>(reader.integer_in("batch_size", 64, 1, 1 << 20));
+    d.validation_fraction = reader.number_in("validation_fraction", d.validation_fraction, 0.0, 0.9);
+    d.shuffle = reader.boolean("shuffle").value_or(true);
+    if (d.dataset == "fashion_mnist") {
+        if (auto path = reader.string("path")) {
+            d.path = *path;
+            if (d.path.is_relative()) d.path = config.file.parent_path() / d.path;
+        }
+        d.limit = static_cast<std::size_t>(reader.integer_in("limit", 0, 0, 1'000'000'000));
+        d.test = reader.boolean("test").value_or(true);
+    } else {
+        d.samples = static_cast<std::size_t>(reader.integer_in("samples", 1024, 1, 10'000'000));
+        d.width = static_cast<std::size_t>(reader.integer_in("width", 3072, 1, kMaxWidth));
+        d.latent = static_cast<std::size_t>(reader.integer_in("latent", 6, 1, kMaxWidth));
+    }
+    reader.reject_unknown_keys();
+}
+
+void read_resources(TableReader& root, RunConfig& config) {
+    const toml::table* table = root.table("resources");
+    if (!table) return;
+    TableReader reader(*table, "[resources]", config.file);
+    std::string policy = reader.one_of("on_violation", "fail", {"fail", "warn", "ignore"});
+    config.on_violation = policy == "fail"   ? resources::ViolationPolicy::fail
+                          : policy == "warn" ? resources::ViolationPolicy::warn
+                                             : resources::ViolationPolicy::ignore;
+    reader.reject_unknown_keys();
+}
+
+void read_plugin_tables(TableReader& root, RunConfig& config) {
+    const toml::table* table = root.table("plugins");
+    if (!table) return;
+    for (const auto& [name, node] : *table) {
+        const toml::table* options = node.as_table();
+        if (!options)
+            throw ConfigError(fmt::format("{}: [plugins] {}: expected a table of options, found a value",
+                                          source_position(config.file, node.source()), name.str()));
+        config.plugin_tables.emplace(std::string(name.str()), *options);
+    }
+}
+
+}  // namespace
+
+RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file) {
+    toml::table root;
+    try {
+        root = toml::parse(text, file.string());
+    } catch (const toml::parse_error& e) {
+        throw ConfigError(fmt::format("{}: invalid TOML: {}", source_position(file, e.source()), e.description()));
+    }
+    RunConfig config;
+    config.file = file;
+    TableReader reader(root, "run config", file);
+    config.seed = static_cast<std::uint64_t>(reader.integer_in("seed", 42, 0, INT64_MAX));
+    config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, 1'000'000));
+    config.device = reader.one_of("device", "auto", {"auto", "cpu", "cuda"});
+    config.threads = static_cast<int>(reader.integer_in("threads", 0, 0, 1024));
+    read_data(reader, config);
+    read_model(reader, config);
+    read_optimizer(reader, config);
+    read_resources(reader, config);
+    read_plugin_tables(reader, config);
+    reader.reject_unknown_keys();
+    return config;
+}
+
+RunConfig load_run_config(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file.string()));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return parse_run_config(text.str(), file);
+}
+
+}  // namespace trainhost::config

@@ -1,0 +1,74 @@
+// The run's configuration, as read from run.toml and overridden by the command line.
+#pragma once
+
+#include "resources/violation.hpp"
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace trainhost::config {
+
+struct LayerSpec {
+    std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout
+    std::size_t units = 0;  // dense
+    double rate = 0;        // dropout
+};
+
+struct ModelSpec {
+    std::vector<LayerSpec> layers;
+    std::string loss = "cross_entropy";  // cross_entropy, bce_with_logits, mse
+};
+
+struct OptimizerSpec {
+    std::string type = "adam";  // sgd, adam, adamw
+    double lr = 1e-3;
+    double momentum = 0;
+    double dampening = 0;
+    bool nesterov = false;
+    double weight_decay = 0;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+};
+
+struct DataSpec {
+    std::string dataset = "fashion_mnist";  // fashion_mnist (any IDX pair), synthetic_autoencoder
+    std::filesystem::path path;             // IDX directory; empty = the Debian default
+    std::size_t batch_size = 64;
+    double validation_fraction = 0.1;
+    bool shuffle = true;
+    std::size_t limit = 0;       // IDX: use only the first N training samples (0 = all)
+    bool test = true;            // IDX: evaluate on the t10k test files at fit end
+    std::size_t samples = 1024;  // synthetic
+    std::size_t width = 3072;    // synthetic
+    std::size_t latent = 6;      // synthetic
+};
+
+// A plugin's own table, kept as TOML until the plugin's schema is known.
+struct PluginTable {
+    toml::table table;
+};
+
+struct RunConfig {
+    std::filesystem::path file;
+    std::uint64_t seed = 42;
+    std::uint32_t epochs = 1;
+    std::string device = "auto";
+    int threads = 0;  // 0 = the BLAS library's default
+    DataSpec data;
+    ModelSpec model;
+    OptimizerSpec optimizer;
+    resources::ViolationPolicy on_violation = resources::ViolationPolicy::fail;
+    std::map<std::string, toml::table> plugin_tables;
+};
+
+// Throws ConfigError with file:line:column for every problem it finds first.
+[[nodiscard]] RunConfig load_run_config(const std::filesystem::path& file);
+[[nodiscard]] RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file);
+
+}  // namespace trainhost::config

@@ -1,0 +1,157 @@
+#include "config/table_reader.hpp"
+
+#include "errors.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <vector>
+
+namespace trainhost::config {
+
+std::string source_position(const std::filesystem::path& file, const toml::source_region& region) {
+    if (region.begin.line == 0) return file.string();
+    return fmt::format("{}:{}:{}", file.string(), region.begin.line, region.begin.column);
+}
+
+namespace {
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+    std::vector<std::size_t> row(b.size() + 1);
+    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+    for (std::size_t i = 1; i <= a.size(); ++i) {
+        std::size_t diagonal = row[0];
+        row[0] = i;
+        for (std::size_t j = 1; j <= b.size(); ++j) {
+            std::size_t above = row[j];
+            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+            diagonal = above;
+        }
+    }
+    return row[b.size()];
+}
+
+std::string_view type_name(const toml::node& node) {
+    switch (node.type()) {
+    case toml::node_type::table: return "a table";
+    case toml::node_type::array: return "an array";
+    case toml::node_type::string: return "a string";
+    case toml::node_type::integer: return "an integer";
+    case toml::node_type::floating_point: return "a float";
+    case toml::node_type::boolean: return "a boolean";
+    default: return "a date or time";
+    }
+}
+
+}  // namespace
+
+std::optional<std::string> nearest(std::string_view word, const std::set<std::string>& candidates) {
+    std::optional<std::string> best;
+    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+    for (const std::string& candidate : candidates) {
+        std::size_t d = edit_distance(word, candidate);
+        if (d < best_distance) {
+            best_distance = d;
+            best = candidate;
+        }
+    }
+    return best;
+}
+
+TableReader::TableReader(const toml::table& table, std::string where, std::filesystem::path file)
+    : table_(table), where_(std::move(where)), file_(std::move(file)) {}
+
+const toml::node* TableReader::lookup(std::string_view key) {
+    known_.emplace(key);
+    return table_.get(key);
+}
+
+std::string TableReader::position_of(std::string_view key) const {
+    const toml::node* node = table_.get(key);
+    return source_position(file_, node ? node->source() : table_.source());
+}
+
+void TableReader::fail(std::string_view key, const std::string& message) const {
+    throw ConfigError(fmt::format("{}: {} {}: {}", position_of(key), where_, key, message));
+}
+
+void TableReader::wrong_type(std::string_view key, const toml::node& node, std::string_view expected) const {
+    fail(key, fmt::format("expected {}, found {}", expected, type_name(node)));
+}
+
+bool TableReader::has(std::string_view key) { return lookup(key) != nullptr; }
+
+std::optional<std::int64_t> TableReader::integer(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return std::nullopt;
+    if (auto v = node->value_exact<std::int64_t>()) return *v;
+    wrong_type(key, *node, "an integer");
+}
+
+std::optional<double> TableReader::number(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return std::nullopt;
+    if (auto v = node->value_exact<double>()) return *v;
+    if (auto v = node->value_exact<std::int64_t>()) return static_cast<double>(*v);
+    wrong_type(key, *node, "a number");
+}
+
+std::optional<bool> TableReader::boolean(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return std::nullopt;
+    if (auto v = node->value_exact<bool>()) return *v;
+    wrong_type(key, *node, "a boolean");
+}
+
+std::optional<std::string> TableReader::string(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return std::nullopt;
+    if (auto v = node->value_exact<std::string>()) return *v;
+    wrong_type(key, *node, "a string");
+}
+
+const toml::table* TableReader::table(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return nullptr;
+    if (const toml::table* t = node->as_table()) return t;
+    wrong_type(key, *node, "a table");
+}
+
+const toml::array* TableReader::array(std::string_view key) {
+    const toml::node* node = lookup(key);
+    if (!node) return nullptr;
+    if (const toml::array* a = node->as_array()) return a;
+    wrong_type(key, *node, "an array");
+}
+
+std::int64_t TableReader::integer_in(std::string_view key, std::int64_t fallback, std::int64_t min, std::int64_t max) {
+    std::int64_t value = integer(key).value_or(fallback);
+    if (value < min || value > max) fail(key, fmt::format("{} is out of range [{}, {}]", value, min, max));
+    return value;
+}
+
+double TableReader::number_in(std::string_view key, double fallback, double min, double max) {
+    double value = number(key).value_or(fallback);
+    if (!(value >= min && value <= max)) fail(key, fmt::format("{} is out of range [{}, {}]", value, min, max));
+    return value;
+}
+
+std::string TableReader::one_of(std::string_view key, std::string fallback, const std::set<std::string>& allowed) {
+    std::string value = string(key).value_or(std::move(fallback));
+    if (!allowed.contains(value)) {
+        auto suggestion = nearest(value, allowed);
+        fail(key, fmt::format("unknown value \"{}\" (expected one of: {}){}", value, fmt::join(allowed, ", "),
+                              suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion) : ""));
+    }
+    return value;
+}
+
+void TableReader::reject_unknown_keys() const {
+    for (const auto& [key, node] : table_) {
+        if (known_.contains(std::string(key.str()))) continue;
+        auto suggestion = nearest(key.str(), known_);
+        throw ConfigError(fmt::format("{}: unknown key '{}' in {}{}", source_position(file_, key.source()), key.str(),
+                                      where_, suggestion ? fmt::format("; did you mean '{}'?", *suggestion) : ""));
+    }
+}
+
+}  // namespace trainhost::config

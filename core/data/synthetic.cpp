@@ -1,0 +1,64 @@
+#include "data/synthetic.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "data/random.hpp"
+
+namespace trainhost::data {
+namespace {
+
+// Std of (A z) per output; with the bias below the total pre-activation std is
+// ~1.6, giving an output std around 0.28 (checked by the tests to be > 0.1).
+constexpr double kMixingStd = 1.5;
+constexpr double kBiasStd = 0.5;
+// sigmoid(10) ~ 1 - 4.5e-5 still rounds below 1.0f, keeping values in (0,1).
+constexpr double kPreActivationClamp = 10.0;
+// Stream 0 of the seed draws the mixing parameters; sample i uses stream i+1,
+// which is what makes samples independent of the requested sample count.
+constexpr std::uint64_t kParameterStream = 0;
+
+}  // namespace
+
+Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
+    if (width == 0 || latent == 0) {
+        throw DataError(
+            fmt::format("make_synthetic_autoencoder: width ({}) and latent ({}) must be > 0", width, latent));
+    }
+
+    Rng parameter_rng(derive_seed(seed, kParameterStream));
+    // Scaling by 1/sqrt(latent) keeps the pre-activation spread independent of
+    // the latent size.
+    const double mixing_scale = kMixingStd / std::sqrt(static_cast<double>(latent));
+    std::vector<double> mixing(width * latent);  // row-major, width x latent
+    for (double& weight : mixing) weight = parameter_rng.normal() * mixing_scale;
+    std::vector<double> bias(width);
+    for (double& offset : bias) offset = parameter_rng.normal() * kBiasStd;
+
+    Dataset dataset;
+    dataset.count = samples;
+    dataset.sample_shape = {width};
+    dataset.target_width = width;
+    dataset.features.resize(samples * width);
+
+    std::vector<double> code(latent);
+    for (std::size_t sample = 0; sample < samples; ++sample) {
+        Rng sample_rng(derive_seed(seed, kParameterStream + 1 + sample));
+        for (double& component : code) component = sample_rng.normal();
+        float* row = dataset.features.data() + sample * width;
+        for (std::size_t out = 0; out < width; ++out) {
+            const double* weights = mixing.data() + out * latent;
+            double pre_activation = bias[out];
+            for (std::size_t j = 0; j < latent; ++j) pre_activation += weights[j] * code[j];
+            pre_activation = std::clamp(pre_activation, -kPreActivationClamp, kPreActivationClamp);
+            row[out] = static_cast<float>(1.0 / (1.0 + std::exp(-pre_activation)));
+        }
+    }
+    dataset.targets = dataset.features;
+    return dataset;
+}
+
+}  // namespace trainhost::data

@@ -1,0 +1,48 @@
+// The numeric operations the model needs, over device pointers. One implementation
+// per backend (cpu now, cuda next), each over its kernels/ twin; layers, losses and
+// optimizers are written once against this interface.
+#pragma once
+
+#include "kernels/cpu/optimizers.hpp"
+
+#include <cstddef>
+#include <cstdint>
+
+namespace trainhost::device {
+
+enum class Activation { relu, sigmoid, tanh };
+enum class LossKind { cross_entropy, bce_with_logits, mse };
+
+using SgdHyper = kernels::cpu::SgdHyper;
+using AdamHyper = kernels::cpu::AdamHyper;
+
+class Backend {
+public:
+    Backend() = default;
+    Backend(const Backend&) = delete;
+    Backend& operator=(const Backend&) = delete;
+    virtual ~Backend() = default;
+
+    // C = alpha * op(A) op(B) + beta * C, row-major.
+    virtual void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+                      const float* b, int ldb, float beta, float* c, int ldc) = 0;
+    virtual void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) = 0;
+    virtual void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) = 0;
+    virtual void activation_forward(Activation kind, const float* x, float* y, std::size_t n) = 0;
+    // From the forward OUTPUT y.
+    virtual void activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) = 0;
+    virtual void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) = 0;
+    virtual void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) = 0;
+    // Mean loss over the batch; gradient of that mean into `grad` (nullable).
+    // Classification reads `labels` (rows entries), the others `targets`.
+    virtual double loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
+                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) = 0;
+    virtual void sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
+                          bool first_step) = 0;
+    virtual void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                           const AdamHyper& hyper, std::int64_t step) = 0;
+    virtual void fill(float* y, std::size_t n, float value) = 0;
+    virtual void copy(const float* x, float* y, std::size_t n) = 0;
+};
+
+}  // namespace trainhost::device

@@ -1,0 +1,79 @@
+#include "device/cpu/cpu_backend.hpp"
+
+#include "kernels/cpu/blas.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/losses.hpp"
+#include "kernels/cpu/optimizers.hpp"
+
+namespace trainhost::device {
+
+namespace k = kernels::cpu;
+
+void CpuBackend::gemm(bool transpose_a, bool transpose_b, int m, int n, int kk, float alpha, const float* a, int lda,
+                      const float* b, int ldb, float beta, float* c, int ldc) {
+    k::gemm(transpose_a, transpose_b, m, n, kk, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void CpuBackend::add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+    k::add_row_bias(y, bias, rows, cols);
+}
+
+void CpuBackend::bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+    k::bias_gradient(dy, dbias, rows, cols);
+}
+
+void CpuBackend::activation_forward(Activation kind, const float* x, float* y, std::size_t n) {
+    switch (kind) {
+    case Activation::relu: k::relu_forward(x, y, n); break;
+    case Activation::sigmoid: k::sigmoid_forward(x, y, n); break;
+    case Activation::tanh: k::tanh_forward(x, y, n); break;
+    }
+}
+
+void CpuBackend::activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) {
+    switch (kind) {
+    case Activation::relu: k::relu_backward(y, dy, dx, n); break;
+    case Activation::sigmoid: k::sigmoid_backward(y, dy, dx, n); break;
+    case Activation::tanh: k::tanh_backward(y, dy, dx, n); break;
+    }
+}
+
+void CpuBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
+    k::dropout_forward(x, keep, y, n, p);
+}
+
+void CpuBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) {
+    k::dropout_backward(dy, keep, dx, n, p);
+}
+
+double CpuBackend::loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
+                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) {
+    switch (kind) {
+    case LossKind::cross_entropy: {
+        int hits = 0;
+        double value = k::cross_entropy(output, labels, static_cast<int>(rows), static_cast<int>(cols), grad,
+                                        correct ? &hits : nullptr);
+        if (correct) *correct = static_cast<std::size_t>(hits);
+        return value;
+    }
+    case LossKind::bce_with_logits: return k::bce_with_logits(output, targets, rows * cols, grad);
+    case LossKind::mse: return k::mse(output, targets, rows * cols, grad);
+    }
+    return 0;
+}
+
+void CpuBackend::sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
+                          bool first_step) {
+    k::sgd_step(param, grad, momentum, n, hyper, first_step);
+}
+
+void CpuBackend::adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                           const AdamHyper& hyper, std::int64_t step) {
+    k::adam_step(param, grad, exp_avg, exp_avg_sq, n, hyper, step);
+}
+
+void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, value); }
+
+void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
+
+}  // namespace trainhost::device

@@ -1,0 +1,28 @@
+#pragma once
+
+#include "device/backend.hpp"
+
+namespace trainhost::device {
+
+// Forwards to kernels/cpu; GEMM through OpenBLAS.
+class CpuBackend final : public Backend {
+public:
+    void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+              const float* b, int ldb, float beta, float* c, int ldc) override;
+    void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) override;
+    void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) override;
+    void activation_forward(Activation kind, const float* x, float* y, std::size_t n) override;
+    void activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) override;
+    void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) override;
+    void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) override;
+    double loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets, std::size_t rows,
+                std::size_t cols, float* grad, std::size_t* correct) override;
+    void sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
+                  bool first_step) override;
+    void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                   const AdamHyper& hyper, std::int64_t step) override;
+    void fill(float* y, std::size_t n, float value) override;
+    void copy(const float* x, float* y, std::size_t n) override;
+};
+
+}  // namespace trainhost::device

@@ -1,0 +1,37 @@
+// The upstream allocator of one device. The ledger records on top of it; this
+// layer only allocates, frees, copies and counts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace trainhost::device {
+
+struct MemoryStats {
+    std::uint64_t in_use = 0;    // bytes handed out, as requested
+    std::uint64_t reserved = 0;  // bytes the allocator holds, rounding and caches included
+    std::uint64_t peak_in_use = 0;
+    std::uint64_t allocations = 0;  // live allocations
+};
+
+class MemoryResource {
+public:
+    MemoryResource() = default;
+    MemoryResource(const MemoryResource&) = delete;
+    MemoryResource& operator=(const MemoryResource&) = delete;
+    virtual ~MemoryResource() = default;
+
+    [[nodiscard]] virtual const std::string& device_name() const noexcept = 0;
+    // Returns nullptr when the memory cannot be had; `reserved` receives the
+    // rounded size actually set aside.
+    [[nodiscard]] virtual void* allocate(std::size_t bytes, std::size_t& reserved) noexcept = 0;
+    virtual void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept = 0;
+    virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
+    virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+    // Gives cached memory back to the system (no-op where nothing is cached).
+    virtual void trim() noexcept {}
+    [[nodiscard]] virtual MemoryStats stats() const noexcept = 0;
+};
+
+}  // namespace trainhost::device

@@ -1,0 +1,404 @@
+#include "lifecycle/session.hpp"
+
+#include "device/cpu/cpu_backend.hpp"
+#include "device/cpu/cpu_memory_resource.hpp"
+#include "errors.hpp"
+#include "data/idx_reader.hpp"
+#include "data/synthetic.hpp"
+#include "kernels/cpu/blas.hpp"
+#include "lifecycle/verdict.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <iostream>
+#include <set>
+
+namespace trainhost::lifecycle {
+
+using resources::Phase;
+
+// Everything that lives exactly as long as one fit.
+struct Session::FitState {
+    std::unique_ptr<nn::Model> model;
+    std::unique_ptr<nn::Optimizer> optimizer;
+    nn::Buffer labels;   // device copy of the batch's labels
+    nn::Tensor targets;  // device copy of the batch's targets
+    std::unique_ptr<data::Batcher> batcher;
+    std::vector<float> host_features;
+    std::vector<std::int32_t> host_labels;
+    std::vector<float> host_targets;
+    device::LossKind loss = device::LossKind::cross_entropy;
+    bool stop_requested = false;
+    std::string stop_reason;
+};
+
+// Ends the fit's normal path; carries the exit code it deserves.
+class Session::FitFailure : public std::runtime_error {
+public:
+    FitFailure(const std::string& message, int exit_code) : std::runtime_error(message), exit_code_(exit_code) {}
+    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+
+private:
+    int exit_code_;
+};
+
+Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
+    : options_(std::move(options)), out_(out), err_(err) {
+    const config::RunConfig& config = options_.config;
+    if (config.device == "cuda")
+        throw ConfigError("--device cuda: this build of trainhost has no CUDA backend yet; use --device cpu or auto");
+    if (config.device == "auto" && options_.verbose) out_ << "device: auto -> cpu (no CUDA backend in this build)\n";
+    memory_ = std::make_unique<device::CpuMemoryResource>();
+    backend_ = std::make_unique<device::CpuBackend>();
+    ledger_ = std::make_unique<resources::Ledger>(*memory_);
+    device_name_ = memory_->device_name();
+    if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
+    state_.struct_size = sizeof state_;
+    state_.seed = config.seed;
+    state_.max_epochs = config.epochs;
+    state_.batch_size = config.data.batch_size;
+    state_.device = device_name_.c_str();
+    load_data();
+    load_plugins();
+}
+
+Session::~Session() {
+    // Instances go before their libraries (destroy always runs first).
+    instances_.clear();
+    fit_.reset();
+}
+
+void Session::load_data() {
+    const config::DataSpec& spec = options_.config.data;
+    data::Dataset all;
+    if (spec.dataset == "synthetic_autoencoder") {
+        all = data::make_synthetic_autoencoder(spec.samples, spec.width, spec.latent, options_.config.seed);
+    } else {
+        std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
+        all = data::load_idx_classification(dir, "train", 10, spec.limit);
+        if (spec.test) test_ = data::load_idx_classification(dir, "t10k", 10, 0);
+    }
+    data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
+    train_ = std::move(split.train);
+    validation_ = std::move(split.validation);
+    if (train_.count == 0) throw ConfigError("[data] the training split is empty");
+    state_.train_samples = train_.count;
+}
+
+void Session::load_plugins() {
+    const auto search_path = plugin::plugin_search_path();
+    std::set<std::string, std::less<>> names;
+    for (const std::string& request : options_.plugins) {
+        auto library = plugin::PluginLibrary::load(plugin::resolve_plugin(request, search_path));
+        if (!names.insert(std::string(library->name())).second)
+            throw PluginLoadError(fmt::format("plugin '{}' is named twice in --plugins (second time as '{}')",
+                                              library->name(), request));
+        libraries_.push_back(std::move(library));
+    }
+    // Options are validated for every plugin before any fit starts: a typo fails fast.
+    for (const auto& library : libraries_) {
+        auto table = options_.config.plugin_tables.find(std::string(library->name()));
+        (void)plugin::validate_options(library->entry(),
+                                       table == options_.config.plugin_tables.end() ? nullptr : &table->second,
+                                       options_.config.file);
+        owners_.push_back(ledger_->register_owner(std::string(library->name())));
+    }
+    for (const auto& [name, table] : options_.config.plugin_tables)
+        if (!names.contains(name))
+            err_ << fmt::format("warning: {}: [plugins.{}] is configured but not loaded by --plugins\n",
+                                options_.config.file.string(), name);
+    if (options_.verbose && !libraries_.empty()) {
+        std::vector<std::string> order;
+        for (const auto& library : libraries_) order.emplace_back(library->name());
+        out_ << fmt::format("plugin order: {}\n", fmt::join(order, " -> "));
+    }
+}
+
+void Session::enter(Phase phase) {
+    state_.phase = phase <= Phase::exception ? static_cast<th_hook>(phase) : state_.phase;
+    ledger_->set_position(phase, {state_.fit_index, state_.epoch, state_.global_step});
+}
+
+th_control Session::dispatch(th_hook hook) {
+    enter(static_cast<Phase>(hook));
+    th_control control = TH_CONTINUE;
+    for (auto& instance : instances_) {
+        if (!instance->overrides(hook)) continue;
+        plugin::HookOutcome outcome = instance->call(hook);
+        if (outcome.failed())
+            throw FitFailure(fmt::format("plugin '{}' failed in {}: {}", instance->name(), resources::hook_name(hook),
+                                         outcome.message),
+                             kExitTraining);
+        if (outcome.control == TH_STOP_FIT) request_stop(instance->owner(), outcome.message);
+        if (outcome.control == TH_SKIP_BATCH) control = TH_SKIP_BATCH;
+    }
+    enter(Phase::core);
+    return control;
+}
+
+// For on_exception and teardown: every plugin runs, whatever the others did.
+void Session::dispatch_unchecked(th_hook hook) {
+    enter(static_cast<Phase>(hook));
+    for (auto& instance : instances_) {
+        if (!instance->overrides(hook)) continue;
+        plugin::HookOutcome outcome = instance->call(hook);
+        if (outcome.failed())
+            err_ << fmt::format("error: plugin '{}' failed in {}: {}\n", instance->name(), resources::hook_name(hook),
+                                outcome.message);
+    }
+    enter(Phase::core);
+}
+
+void Session::record_leaks(std::vector<resources::Leak> leaks) {
+    for (auto& leak : leaks) {
+        if (options_.config.on_violation != resources::ViolationPolicy::ignore) err_ << resources::format_leak(leak) << '\n';
+        leaks_.push_back(std::move(leak));
+    }
+}
+
+void Session::check_scope(th_scope scope, std::string_view boundary) {
+    auto leaks = ledger_->end_scope(scope, boundary, options_.config.on_violation);
+    if (leaks.empty()) return;
+    std::string first = resources::format_leak(leaks.front());
+    record_leaks(std::move(leaks));
+    if (options_.config.on_violation == resources::ViolationPolicy::fail)
+        throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
+}
+
+SessionResult Session::run() {
+    SessionResult result;
+    result.policy = options_.config.on_violation;
+    for (std::uint32_t fit = 0; fit < options_.repeat; ++fit) {
+        FitRecord record;
+        record.index = fit;
+        run_fit(fit, record);
+        const bool failed = !record.failure.empty();
+        result.fits.push_back(std::move(record));
+        if (failed) break;
+    }
+    enter(Phase::core);
+    record_leaks(ledger_->end_scope(TH_SCOPE_SESSION, "session_end", options_.config.on_violation));
+    result.leaks = leaks_;
+    result.misuses = ledger_->misuses();
+    for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner)
+        result.owners.push_back(OwnerSummary{ledger_->owner_name(owner), ledger_->usage(owner)});
+    finish_verdict(result);
+    return result;
+}
+
+void Session::run_fit(std::uint32_t index, FitRecord& record) {
+    state_.fit_index = index;
+    state_.epoch = 0;
+    state_.global_step = 0;
+    metrics_.clear();
+    failure_.clear();
+    fit_ = std::make_unique<FitState>();
+    try {
+        for (std::size_t i = 0; i < libraries_.size(); ++i) {
+            auto table = options_.config.plugin_tables.find(std::string(libraries_[i]->name()));
+            auto values = plugin::validate_options(libraries_[i]->entry(),
+                                                   table == options_.config.plugin_tables.end() ? nullptr : &table->second,
+                                                   options_.config.file);
+            instances_.push_back(std::make_unique<plugin::PluginInstance>(libraries_[i], *this, owners_[i], std::move(values)));
+            enter(Phase::create);
+            instances_.back()->create();
+            enter(Phase::core);
+        }
+        train_fit(record);
+    } catch (const FitFailure& e) {
+        record.failure = e.what();
+        record.failure_exit = e.exit_code();
+    } catch (const PluginLoadError& e) {
+        record.failure = e.what();
+        record.failure_exit = kExitPluginLoad;
+    } catch (const std::exception& e) {
+        record.failure = e.what();
+        record.failure_exit = kExitTraining;
+    }
+    if (!record.failure.empty()) {
+        failure_ = record.failure;
+        err_ << "error: " << record.failure << '\n';
+        dispatch_unchecked(TH_HOOK_EXCEPTION);
+    }
+    // Teardown always runs, for every created plugin, also those after a failing one.
+    dispatch_unchecked(TH_HOOK_TEARDOWN);
+    record.stop_reason = fit_->stop_reason;
+    fit_.reset();  // the core gives back the model, its optimizer state and the batch buffers
+    enter(Phase::teardown);
+    record_leaks(ledger_->end_scope(TH_SCOPE_FIT, "teardown", options_.config.on_violation));
+    for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
+        enter(Phase::destroy);
+        (*it)->destroy();
+        record_leaks(ledger_->end_owner((*it)->owner(), TH_SCOPE_PLUGIN, "destroy", options_.config.on_violation));
+    }
+    instances_.clear();
+    enter(Phase::core);
+    record.final_metrics.insert(metrics_.begin(), metrics_.end());
+}
+
+void Session::train_fit(FitRecord& record) {
+    const config::RunConfig& config = options_.config;
+    FitState& fit = *fit_;
+    const std::size_t rows = config.data.batch_size;
+    const std::size_t output_width = train_.classes > 0 ? train_.classes : train_.target_width;
+    nn::LayerContext context{*backend_, *ledger_, rows};
+    fit.loss = nn::loss_kind(config.model.loss);
+    if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
+        throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
+    fit.model = std::make_unique<nn::Model>(config.model, train_.feature_width(), output_width, context, config.seed);
+    fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, *backend_, *ledger_);
+    if (train_.classes > 0) fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels");
+    if (train_.target_width > 0)
+        fit.targets = nn::Tensor(*ledger_, {rows, train_.target_width}, TH_SCOPE_FIT, "batch.targets");
+    fit.host_features.resize(rows * train_.feature_width());
+    fit.host_labels.resize(train_.classes > 0 ? rows : 0);
+    fit.host_targets.resize(rows * train_.target_width);
+    fit.batcher = std::make_unique<data::Batcher>(train_, rows, config.data.shuffle, config.seed);
+
+    dispatch(TH_HOOK_SETUP);
+    dispatch(TH_HOOK_TO_DEVICE);
+    dispatch(TH_HOOK_FIT_START);
+    for (std::uint32_t epoch = 0; epoch < config.epochs && !fit.stop_requested; ++epoch) {
+        state_.epoch = epoch;
+        const auto started = std::chrono::steady_clock::now();
+        train_epoch();
+        const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+        metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(state_.samples_seen) / seconds : 0.0;
+        if (!fit.stop_requested && validation_.count > 0) evaluate(validation_, "val", true);
+        dispatch(TH_HOOK_EPOCH_END);
+        check_scope(TH_SCOPE_EPOCH, "epoch_end");
+        const device::MemoryStats stats = memory_->stats();
+        record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, stats.in_use, stats.reserved});
+    }
+    if (test_) evaluate(*test_, "test", false);
+    dispatch(TH_HOOK_FIT_END);
+}
+
+void Session::train_epoch() {
+    FitState& fit = *fit_;
+    metrics_.erase("train_loss");
+    state_.samples_seen = 0;
+    fit.batcher->start_epoch(state_.epoch);
+    state_.batches_in_epoch = fit.batcher->batches();
+    dispatch(TH_HOOK_EPOCH_START);
+    double loss_sum = 0;
+    std::size_t correct = 0;
+    for (std::size_t b = 0; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
+        state_.batch_index = b;
+        const std::size_t rows = fit.batcher->gather(b, fit.host_features, fit.host_labels, fit.host_targets);
+        state_.batch_samples = rows;
+        if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
+            upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
+            fit.model->forward(rows, true);
+            std::size_t batch_correct = 0;
+            const double loss = backend_->loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
+                                               fit.targets.data(), rows, fit.model->output_width(),
+                                               fit.model->output_grad(), &batch_correct);
+            if (!std::isfinite(loss))
+                throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss,
+                                             state_.fit_index + 1, state_.epoch + 1, b + 1),
+                                 kExitTraining);
+            loss_sum += loss * static_cast<double>(rows);
+            correct += batch_correct;
+            state_.samples_seen += rows;
+            metrics_["batch_loss"] = loss;
+            metrics_["train_loss"] = loss_sum / static_cast<double>(state_.samples_seen);
+            if (train_.classes > 0)
+                metrics_["train_accuracy"] = static_cast<double>(correct) / static_cast<double>(state_.samples_seen);
+            dispatch(TH_HOOK_BEFORE_BACKWARD);
+            fit.model->backward(rows);
+            dispatch(TH_HOOK_AFTER_BACKWARD);
+            if (dispatch(TH_HOOK_BEFORE_OPTIMIZER_STEP) != TH_SKIP_BATCH) {
+                fit.optimizer->step(fit.model->parameters());
+                ++state_.global_step;
+                dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);
+            }
+        }
+        dispatch(TH_HOOK_BATCH_END);
+        check_scope(TH_SCOPE_STEP, "batch_end");
+    }
+}
+
+void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
+                           const std::vector<float>& targets) {
+    FitState& fit = *fit_;
+    memory_->copy_from_host(fit.model->input(), features.data(), rows * train_.feature_width() * sizeof(float));
+    if (!labels.empty()) memory_->copy_from_host(fit.labels.as<std::int32_t>(), labels.data(), rows * sizeof(std::int32_t));
+    if (!targets.empty()) memory_->copy_from_host(fit.targets.data(), targets.data(), rows * train_.target_width * sizeof(float));
+}
+
+void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks) {
+    FitState& fit = *fit_;
+    data::Batcher batcher(dataset, fit.model->max_rows(), false, options_.config.seed);
+    std::vector<float> features(fit.host_features.size());
+    std::vector<std::int32_t> labels(fit.host_labels.size());
+    std::vector<float> targets(fit.host_targets.size());
+    double loss_sum = 0;
+    std::size_t correct = 0;
+    std::size_t seen = 0;
+    state_.batches_in_epoch = batcher.batches();
+    if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
+    for (std::size_t b = 0; b < batcher.batches(); ++b) {
+        state_.batch_index = b;
+        const std::size_t rows = batcher.gather(b, features, labels, targets);
+        state_.batch_samples = rows;
+        if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_START);
+        upload_batch(rows, features, labels, targets);
+        fit.model->forward(rows, false);
+        std::size_t batch_correct = 0;
+        loss_sum += static_cast<double>(rows) * backend_->loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
+                                                               fit.targets.data(), rows, fit.model->output_width(),
+                                                               nullptr, &batch_correct);
+        correct += batch_correct;
+        seen += rows;
+        if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
+    }
+    metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
+    if (dataset.classes > 0)
+        metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
+    if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
+}
+
+th_train_state Session::train_state() const {
+    th_train_state state = state_;
+    state.failure = failure_.empty() ? nullptr : failure_.c_str();
+    return state;
+}
+
+std::optional<double> Session::metric(std::string_view key) const {
+    auto found = metrics_.find(key);
+    if (found == metrics_.end()) return std::nullopt;
+    return found->second;
+}
+
+void Session::set_metric(std::string_view key, double value) { metrics_[std::string(key)] = value; }
+
+void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
+    if (!fit_ || fit_->stop_requested) return;
+    fit_->stop_requested = true;
+    fit_->stop_reason = fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : reason);
+    if (options_.verbose) out_ << "stop requested by " << fit_->stop_reason << '\n';
+}
+
+void Session::log(resources::OwnerId owner, th_log_level level, std::string_view message) {
+    switch (level) {
+    case TH_LOG_DEBUG:
+        if (options_.verbose) out_ << fmt::format("[{}] {}\n", ledger_->owner_name(owner), message);
+        break;
+    case TH_LOG_INFO: out_ << message << '\n' << std::flush; break;
+    case TH_LOG_WARNING: err_ << fmt::format("warning: [{}] {}\n", ledger_->owner_name(owner), message); break;
+    case TH_LOG_ERROR: err_ << fmt::format("error: [{}] {}\n", ledger_->owner_name(owner), message); break;
+    }
+}
+
+std::size_t Session::param_count() const { return fit_ && fit_->model ? fit_->model->parameters().size() : 0; }
+
+plugin::ParamAccess Session::param(std::size_t index) {
+    const nn::Parameter& p = *fit_->model->parameters().at(index);
+    return plugin::ParamAccess{p.id, &p.name, {p.value.shape().begin(), p.value.shape().end()}, p.value.numel(),
+                               p.value.data()};
+}
+
+}  // namespace trainhost::lifecycle

@@ -1,0 +1,123 @@
+// One trainhost process's work: load the plugins once, then run each fit through
+// the fixed hook order of docs/architecture.md, verifying the ledger at every scope
+// boundary. The session is also the HostServices behind every plugin's host API.
+#pragma once
+
+#include "config/run_config.hpp"
+#include "data/batcher.hpp"
+#include "data/dataset.hpp"
+#include "device/backend.hpp"
+#include "device/memory_resource.hpp"
+#include "nn/model.hpp"
+#include "nn/optimizer.hpp"
+#include "plugin/plugin_instance.hpp"
+
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace trainhost::lifecycle {
+
+struct SessionOptions {
+    config::RunConfig config;
+    std::vector<std::string> plugins;  // names or paths, in command-line order
+    std::uint32_t repeat = 1;
+    bool verbose = false;
+};
+
+struct EpochRecord {
+    std::uint32_t epoch = 0;
+    std::map<std::string, double> metrics;
+    std::uint64_t bytes_in_use = 0;
+    std::uint64_t bytes_reserved = 0;
+};
+
+struct FitRecord {
+    std::uint32_t index = 0;
+    std::vector<EpochRecord> epochs;
+    std::map<std::string, double> final_metrics;
+    std::string stop_reason;
+    std::string failure;  // empty when the fit succeeded
+    int failure_exit = 0;
+};
+
+struct OwnerSummary {
+    std::string name;
+    resources::OwnerUsage usage;
+};
+
+struct SessionResult {
+    std::vector<FitRecord> fits;
+    std::vector<resources::Leak> leaks;
+    std::vector<resources::Misuse> misuses;
+    std::vector<OwnerSummary> owners;
+    resources::ViolationPolicy policy = resources::ViolationPolicy::fail;
+    std::string verdict;  // the "resources: ..." line
+    int exit_code = 0;
+};
+
+class Session final : public plugin::HostServices {
+public:
+    // Loads the data and the plugin libraries; throws ConfigError, PluginLoadError
+    // or data::DataError before any training starts.
+    Session(SessionOptions options, std::ostream& out, std::ostream& err);
+    ~Session() override;
+
+    // Runs every fit; never throws for a failure inside a fit (it is in the result).
+    [[nodiscard]] SessionResult run();
+
+    // HostServices
+    [[nodiscard]] resources::Ledger& ledger() override { return *ledger_; }
+    [[nodiscard]] th_train_state train_state() const override;
+    [[nodiscard]] std::optional<double> metric(std::string_view key) const override;
+    void set_metric(std::string_view key, double value) override;
+    void request_stop(resources::OwnerId owner, std::string_view reason) override;
+    void log(resources::OwnerId owner, th_log_level level, std::string_view message) override;
+    [[nodiscard]] std::size_t param_count() const override;
+    [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
+
+private:
+    struct FitState;
+    class FitFailure;
+
+    void load_data();
+    void load_plugins();
+    void run_fit(std::uint32_t index, FitRecord& record);
+    void train_fit(FitRecord& record);
+    void train_epoch();
+    void train_batch(std::size_t batch_index);
+    void upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
+                      const std::vector<float>& targets);
+    void evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks);
+    th_control dispatch(th_hook hook);
+    void dispatch_unchecked(th_hook hook);
+    void check_scope(th_scope scope, std::string_view boundary);
+    void enter(resources::Phase phase);
+    void record_leaks(std::vector<resources::Leak> leaks);
+
+    SessionOptions options_;
+    std::ostream& out_;
+    std::ostream& err_;
+    std::unique_ptr<device::MemoryResource> memory_;
+    std::unique_ptr<device::Backend> backend_;
+    std::unique_ptr<resources::Ledger> ledger_;
+    std::string device_name_;
+
+    data::Dataset train_;
+    data::Dataset validation_;
+    std::optional<data::Dataset> test_;
+
+    std::vector<std::shared_ptr<plugin::PluginLibrary>> libraries_;
+    std::vector<resources::OwnerId> owners_;  // parallel to libraries_
+    std::vector<std::unique_ptr<plugin::PluginInstance>> instances_;
+    std::unique_ptr<FitState> fit_;
+    std::map<std::string, double, std::less<>> metrics_;
+    th_train_state state_{};
+    std::string failure_;
+    std::vector<resources::Leak> leaks_;
+};
+
+}  // namespace trainhost::lifecycle

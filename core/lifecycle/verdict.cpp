@@ -1,0 +1,48 @@
+#include "lifecycle/verdict.hpp"
+
+#include "errors.hpp"
+
+#include <fmt/format.h>
+#include <map>
+
+namespace trainhost::lifecycle {
+
+std::string human_bytes(std::uint64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
+    if (bytes < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024));
+    return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
+}
+
+void finish_verdict(SessionResult& result) {
+    const bool violated = !result.leaks.empty() || !result.misuses.empty();
+    int exit_code = kExitOk;
+    for (const FitRecord& fit : result.fits)
+        if (fit.failure_exit != 0 && exit_code == kExitOk) exit_code = fit.failure_exit;
+    if (exit_code == kExitOk && violated && result.policy == resources::ViolationPolicy::fail)
+        exit_code = kExitResourceContract;
+    result.exit_code = exit_code;
+
+    const std::size_t fits = result.fits.size();
+    if (!violated) {
+        std::vector<std::string> peaks;
+        for (const OwnerSummary& owner : result.owners)
+            peaks.push_back(fmt::format("{} {}", owner.name, human_bytes(owner.usage.peak_bytes_in_use)));
+        result.verdict = fmt::format("resources: clean - every lease given back ({} fit{}, 0 leaks, 0 misuses); peak in "
+                                     "use: {}",
+                                     fits, fits == 1 ? "" : "s", fmt::join(peaks, ", "));
+        return;
+    }
+    std::map<std::string, std::uint64_t> leaked_by_owner;
+    for (const resources::Leak& leak : result.leaks) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
+    std::vector<std::string> culprits;
+    for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, human_bytes(bytes)));
+    for (const resources::Misuse& misuse : result.misuses)
+        culprits.push_back(fmt::format("{} {}", misuse.owner, resources::misuse_name(misuse.kind)));
+    result.verdict = fmt::format("resources: VIOLATION - {} leak{}, {} misuse{} (policy {}): {}", result.leaks.size(),
+                                 result.leaks.size() == 1 ? "" : "s", result.misuses.size(),
+                                 result.misuses.size() == 1 ? "" : "s", resources::policy_name(result.policy),
+                                 fmt::join(culprits, "; "));
+}
+
+}  // namespace trainhost::lifecycle

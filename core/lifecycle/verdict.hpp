@@ -1,0 +1,14 @@
+// The run's closing judgement: exit code and the "resources: ..." line.
+#pragma once
+
+#include "lifecycle/session.hpp"
+
+namespace trainhost::lifecycle {
+
+// Fills result.exit_code and result.verdict from the fits, leaks and misuses.
+void finish_verdict(SessionResult& result);
+
+// "1.5 MiB", "512 B": sizes as people read them.
+[[nodiscard]] std::string human_bytes(std::uint64_t bytes);
+
+}  // namespace trainhost::lifecycle

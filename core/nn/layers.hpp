@@ -1,0 +1,105 @@
+// Layers of a sequential model. Rows are samples; every activation is a row-major
+// [rows, width] matrix in device memory.
+#pragma once
+
+#include "device/backend.hpp"
+#include "nn/tensor.hpp"
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace trainhost::data {
+class Rng;
+}
+
+namespace trainhost::nn {
+
+class Layer {
+public:
+    Layer() = default;
+    Layer(const Layer&) = delete;
+    Layer& operator=(const Layer&) = delete;
+    virtual ~Layer() = default;
+
+    [[nodiscard]] virtual std::size_t output_width() const noexcept = 0;
+    virtual void forward(const float* x, float* y, std::size_t rows, bool training) = 0;
+    // dx may be null for the first layer, whose input needs no gradient.
+    virtual void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) = 0;
+    [[nodiscard]] virtual std::span<Parameter> parameters() noexcept { return {}; }
+};
+
+// Everything a layer needs to be built: where its memory comes from.
+struct LayerContext {
+    device::Backend& backend;
+    resources::Ledger& ledger;
+    std::size_t max_rows;
+};
+
+// y = x W^T + b with W of shape [out, in], as torch.nn.Linear; initialised as
+// PyTorch does, uniform in +-1/sqrt(in) for weight and bias.
+class Dense final : public Layer {
+public:
+    Dense(LayerContext context, std::size_t in, std::size_t out, ParamId first_id, const std::string& name,
+          data::Rng& rng);
+    [[nodiscard]] std::size_t output_width() const noexcept override { return out_; }
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    [[nodiscard]] std::span<Parameter> parameters() noexcept override { return params_; }
+
+private:
+    device::Backend& backend_;
+    std::size_t in_;
+    std::size_t out_;
+    std::vector<Parameter> params_;  // weight, bias
+};
+
+class ActivationLayer final : public Layer {
+public:
+    ActivationLayer(device::Backend& backend, device::Activation kind, std::size_t width)
+        : backend_(backend), kind_(kind), width_(width) {}
+    [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+
+private:
+    device::Backend& backend_;
+    device::Activation kind_;
+    std::size_t width_;
+};
+
+// Samples are already stored flat, so flattening only passes values through.
+class Flatten final : public Layer {
+public:
+    Flatten(device::Backend& backend, std::size_t width) : backend_(backend), width_(width) {}
+    [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+
+private:
+    device::Backend& backend_;
+    std::size_t width_;
+};
+
+// Inverted dropout; the keep mask is drawn on the host from the layer's own seeded
+// generator, so runs are reproducible and every backend sees the same mask.
+class Dropout final : public Layer {
+public:
+    Dropout(LayerContext context, std::size_t width, double rate, std::uint64_t seed);
+    ~Dropout() override;
+    [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+
+private:
+    device::Backend& backend_;
+    resources::Ledger& ledger_;
+    std::size_t width_;
+    float rate_;
+    std::unique_ptr<data::Rng> rng_;
+    Buffer keep_;
+    std::vector<std::uint8_t> host_keep_;
+};
+
+}  // namespace trainhost::nn

@@ -1,0 +1,45 @@
+#include "nn/optimizer.hpp"
+
+namespace trainhost::nn {
+
+Optimizer::Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger)
+    : spec_(spec), backend_(backend), ledger_(ledger) {}
+
+Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
+    auto found = state_.find(parameter.id);
+    if (found != state_.end()) return found->second;
+    State state;
+    const bool adam = spec_.type != "sgd";
+    // Lazily, as PyTorch does: a parameter that never steps costs nothing.
+    if (adam || spec_.momentum != 0) {
+        state.first = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + (adam ? ".exp_avg" : ".momentum"));
+        backend_.fill(state.first.data(), state.first.numel(), 0.0f);
+    }
+    if (adam) {
+        state.second = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + ".exp_avg_sq");
+        backend_.fill(state.second.data(), state.second.numel(), 0.0f);
+    }
+    return state_.emplace(parameter.id, std::move(state)).first->second;
+}
+
+void Optimizer::step(const std::vector<Parameter*>& parameters) {
+    for (Parameter* p : parameters) {
+        State& state = state_for(*p);
+        ++state.steps;
+        if (spec_.type == "sgd") {
+            device::SgdHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.momentum),
+                                   static_cast<float>(spec_.dampening), static_cast<float>(spec_.weight_decay),
+                                   spec_.nesterov};
+            backend_.sgd_step(p->value.data(), p->grad.data(), state.first.data(), p->value.numel(), hyper,
+                              state.steps == 1);
+        } else {
+            device::AdamHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.beta1),
+                                    static_cast<float>(spec_.beta2), static_cast<float>(spec_.eps),
+                                    static_cast<float>(spec_.weight_decay), spec_.type == "adamw"};
+            backend_.adam_step(p->value.data(), p->grad.data(), state.first.data(), state.second.data(),
+                               p->value.numel(), hyper, state.steps);
+        }
+    }
+}
+
+}  // namespace trainhost::nn

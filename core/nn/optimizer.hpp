@@ -1,0 +1,34 @@
+// SGD and Adam/AdamW with PyTorch's semantics. State is keyed by ParamId, never by
+// address, so it follows a parameter across device moves.
+#pragma once
+
+#include "config/run_config.hpp"
+#include "device/backend.hpp"
+#include "nn/tensor.hpp"
+
+#include <map>
+#include <vector>
+
+namespace trainhost::nn {
+
+class Optimizer {
+public:
+    Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger);
+    void step(const std::vector<Parameter*>& parameters);
+    [[nodiscard]] std::size_t state_count() const noexcept { return state_.size(); }
+
+private:
+    struct State {
+        Tensor first;   // momentum buffer, or Adam's exp_avg
+        Tensor second;  // Adam's exp_avg_sq
+        std::int64_t steps = 0;
+    };
+    State& state_for(const Parameter& parameter);
+
+    config::OptimizerSpec spec_;
+    device::Backend& backend_;
+    resources::Ledger& ledger_;
+    std::map<ParamId, State> state_;
+};
+
+}  // namespace trainhost::nn

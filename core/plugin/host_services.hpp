@@ -1,0 +1,49 @@
+// What the host API needs from the running trainer; kept abstract so that the
+// plugin layer does not depend on the training loop (and tests can fake it).
+#pragma once
+
+#include "resources/ledger.hpp"
+#include "trainhost/abi.h"
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainhost::plugin {
+
+struct ParamAccess {
+    std::uint64_t id = 0;
+    const std::string* name = nullptr;
+    std::vector<std::uint64_t> shape;
+    std::uint64_t numel = 0;
+    float* data = nullptr;  // device memory of the model's backend
+};
+
+class HostServices {
+public:
+    virtual ~HostServices() = default;
+    [[nodiscard]] virtual resources::Ledger& ledger() = 0;
+    [[nodiscard]] virtual th_train_state train_state() const = 0;
+    [[nodiscard]] virtual std::optional<double> metric(std::string_view key) const = 0;
+    virtual void set_metric(std::string_view key, double value) = 0;
+    virtual void request_stop(resources::OwnerId owner, std::string_view reason) = 0;
+    virtual void log(resources::OwnerId owner, th_log_level level, std::string_view message) = 0;
+    [[nodiscard]] virtual std::size_t param_count() const = 0;
+    [[nodiscard]] virtual ParamAccess param(std::size_t index) = 0;
+};
+
+}  // namespace trainhost::plugin
+
+// The per-instance context behind the ABI's opaque th_host.
+struct th_host {
+    trainhost::plugin::HostServices* services = nullptr;
+    trainhost::resources::OwnerId owner = trainhost::resources::kCoreOwner;
+    std::string last_error;
+};
+
+namespace trainhost::plugin {
+// The one host API table handed to every plugin.
+[[nodiscard]] const th_host_api& host_api() noexcept;
+}  // namespace trainhost::plugin

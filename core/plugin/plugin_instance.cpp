@@ -1,0 +1,57 @@
+#include "plugin/plugin_instance.hpp"
+
+#include "errors.hpp"
+
+#include <cstring>
+#include <fmt/format.h>
+
+namespace trainhost::plugin {
+
+PluginInstance::PluginInstance(std::shared_ptr<PluginLibrary> library, HostServices& services,
+                               resources::OwnerId owner, OptionValues options)
+    : library_(std::move(library)), options_(std::move(options)) {
+    host_.services = &services;
+    host_.owner = owner;
+}
+
+namespace {
+
+// A plugin's message is plain C text that may be missing its terminator.
+std::string message_of(const th_hook_result& result) {
+    return std::string(result.message, strnlen(result.message, sizeof result.message));
+}
+
+}  // namespace
+
+void PluginInstance::create() {
+    th_hook_result result{};
+    void* instance = nullptr;
+    th_status status = entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result);
+    if (status != TH_OK || instance == nullptr) {
+        std::string message = message_of(result);
+        throw PluginLoadError(fmt::format("plugin '{}' refused to start: {}", name(),
+                                          message.empty() ? "create() failed without a message" : message));
+    }
+    instance_ = instance;
+}
+
+HookOutcome PluginInstance::call(th_hook hook) noexcept {
+    th_hook_fn function = entry().vtable->hooks[hook];
+    if (function == nullptr || instance_ == nullptr) return {};
+    th_hook_result result{};
+    HookOutcome outcome;
+    outcome.status = function(instance_, &host_, &result);
+    outcome.control = result.control;
+    outcome.message = message_of(result);
+    if (outcome.failed() && outcome.message.empty()) outcome.message = "hook failed without a message";
+    return outcome;
+}
+
+void PluginInstance::destroy() noexcept {
+    if (instance_ == nullptr) return;
+    void* instance = instance_;
+    instance_ = nullptr;
+    entry().destroy(instance);
+}
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,50 @@
+// One created plugin: its library, its options, its opaque instance, and the
+// single place where hooks cross into plugin code.
+#pragma once
+
+#include "plugin/host_services.hpp"
+#include "plugin/plugin_library.hpp"
+#include "plugin/plugin_options.hpp"
+
+#include <memory>
+#include <string>
+
+namespace trainhost::plugin {
+
+struct HookOutcome {
+    th_status status = TH_OK;
+    th_control control = TH_CONTINUE;
+    std::string message;
+    [[nodiscard]] bool failed() const noexcept { return status != TH_OK; }
+};
+
+class PluginInstance {
+public:
+    PluginInstance(std::shared_ptr<PluginLibrary> library, HostServices& services, resources::OwnerId owner,
+                   OptionValues options);
+    PluginInstance(const PluginInstance&) = delete;
+    PluginInstance& operator=(const PluginInstance&) = delete;
+    ~PluginInstance() { destroy(); }
+
+    // Throws PluginLoadError carrying the plugin's own message when it refuses.
+    void create();
+    [[nodiscard]] bool created() const noexcept { return instance_ != nullptr; }
+    [[nodiscard]] bool overrides(th_hook hook) const noexcept { return entry().vtable->hooks[hook] != nullptr; }
+    // Never throws; a plugin's failure comes back in the outcome.
+    [[nodiscard]] HookOutcome call(th_hook hook) noexcept;
+    // Idempotent; runs the plugin's destroy exactly once for a created instance.
+    void destroy() noexcept;
+
+    [[nodiscard]] const th_plugin_entry& entry() const noexcept { return library_->entry(); }
+    [[nodiscard]] std::string_view name() const noexcept { return library_->name(); }
+    [[nodiscard]] resources::OwnerId owner() const noexcept { return host_.owner; }
+    [[nodiscard]] const PluginLibrary& library() const noexcept { return *library_; }
+
+private:
+    std::shared_ptr<PluginLibrary> library_;
+    OptionValues options_;
+    th_host host_;
+    void* instance_ = nullptr;
+};
+
+}  // namespace trainhost::plugin

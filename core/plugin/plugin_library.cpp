@@ -1,0 +1,151 @@
+#include "plugin/plugin_library.hpp"
+
+#include "errors.hpp"
+
+// library_info.hpp uses std::vector without including it (Boost 1.74).
+#include <vector>
+#ifndef BOOST_DLL_USE_STD_FS
+#define BOOST_DLL_USE_STD_FS
+#endif
+#include <boost/dll/library_info.hpp>
+#include <boost/dll/shared_library.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fmt/format.h>
+#include <sstream>
+
+#ifndef TRAINHOST_BUILD_PLUGIN_DIR
+#define TRAINHOST_BUILD_PLUGIN_DIR ""
+#endif
+#ifndef TRAINHOST_INSTALL_PLUGIN_DIR
+#define TRAINHOST_INSTALL_PLUGIN_DIR ""
+#endif
+
+namespace trainhost::plugin {
+
+namespace fs = std::filesystem;
+
+std::vector<fs::path> plugin_search_path() {
+    std::vector<fs::path> dirs;
+    auto add = [&](const fs::path& dir) {
+        if (!dir.empty() && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
+    };
+    add(TRAINHOST_BUILD_PLUGIN_DIR);
+    if (const char* env = std::getenv("TRAINHOST_PLUGIN_PATH")) {
+        std::stringstream entries(env);
+        for (std::string entry; std::getline(entries, entry, ':');) add(entry);
+    }
+    add(TRAINHOST_INSTALL_PLUGIN_DIR);
+    return dirs;
+}
+
+fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::path>& search_path) {
+    const bool is_path = name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".so");
+    if (is_path) {
+        fs::path file(name_or_path);
+        if (!fs::is_regular_file(file))
+            throw PluginLoadError(fmt::format("plugin file '{}' not found", file.string()));
+        return file;
+    }
+    for (const fs::path& dir : search_path) {
+        fs::path file = dir / (std::string(name_or_path) + ".so");
+        if (fs::is_regular_file(file)) return file;
+    }
+    std::vector<std::string> dirs;
+    for (const fs::path& dir : search_path) dirs.push_back(dir.string());
+    throw PluginLoadError(fmt::format("plugin '{}' not found; searched: {} (add a directory with TRAINHOST_PLUGIN_PATH "
+                                      "or give a path to the .so)",
+                                      name_or_path, dirs.empty() ? std::string("(empty search path)") : fmt::format("{}", fmt::join(dirs, ", "))));
+}
+
+std::vector<std::string> split_names(const char* list) {
+    std::vector<std::string> names;
+    if (list == nullptr) return names;
+    std::stringstream entries(list);
+    for (std::string name; std::getline(entries, name, ',');) {
+        name.erase(0, name.find_first_not_of(" \t"));
+        name.erase(name.find_last_not_of(" \t") + 1);
+        if (!name.empty()) names.push_back(name);
+    }
+    return names;
+}
+
+namespace {
+
+// Reads the section table only; no code of the file runs.
+void require_entry_section(const fs::path& file) {
+    std::vector<std::string> symbols;
+    try {
+        boost::dll::library_info info(file);
+        symbols = info.symbols(TH_ENTRY_SECTION);
+    } catch (const std::exception& e) {
+        throw PluginLoadError(fmt::format("{}: not a plugin: not a shared library this system can read ({})",
+                                          file.string(), e.what()));
+    }
+    if (std::find(symbols.begin(), symbols.end(), TH_ENTRY_SYMBOL) == symbols.end())
+        throw PluginLoadError(fmt::format("{}: not a trainhost plugin: no '{}' symbol in section '{}' (was it built "
+                                          "with TRAINHOST_PLUGIN from trainhost/sdk.hpp?)",
+                                          file.string(), TH_ENTRY_SYMBOL, TH_ENTRY_SECTION));
+}
+
+bool valid_plugin_name(const char* name) {
+    if (name == nullptr || *name == '\0') return false;
+    for (const char* c = name; *c; ++c)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_')) return false;
+    return true;
+}
+
+void check_entry(const fs::path& file, const th_plugin_entry* entry) {
+    if (entry == nullptr) throw PluginLoadError(fmt::format("{}: plugin entry returned no description", file.string()));
+    // abi_major/minor sit at the same offset in every version: read them before anything else.
+    if (entry->abi_major != TH_ABI_MAJOR)
+        throw PluginLoadError(fmt::format("{}: ABI mismatch: plugin was built for trainhost ABI {}.{}, this trainhost "
+                                          "speaks ABI {}.{}; rebuild the plugin against this SDK",
+                                          file.string(), entry->abi_major, entry->abi_minor, TH_ABI_MAJOR, TH_ABI_MINOR));
+    if (entry->struct_size < sizeof(th_plugin_entry))
+        throw PluginLoadError(fmt::format("{}: malformed plugin entry: struct_size {} is smaller than ABI {}'s {}",
+                                          file.string(), entry->struct_size, TH_ABI_MAJOR, sizeof(th_plugin_entry)));
+    if (!valid_plugin_name(entry->name))
+        throw PluginLoadError(fmt::format("{}: plugin name '{}' is not made of a-z, 0-9 and _", file.string(),
+                                          entry->name ? entry->name : ""));
+    if (entry->create == nullptr || entry->destroy == nullptr || entry->vtable == nullptr)
+        throw PluginLoadError(fmt::format("{}: plugin '{}' lacks create, destroy or its hook table", file.string(),
+                                          entry->name));
+    if (entry->vtable->struct_size < sizeof(th_plugin_vtable))
+        throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
+                                          file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,
+                                          sizeof(th_plugin_vtable)));
+    if (entry->option_count > 0 && entry->options == nullptr)
+        throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} options but no option table", file.string(),
+                                          entry->name, entry->option_count));
+}
+
+}  // namespace
+
+std::shared_ptr<PluginLibrary> PluginLibrary::load(const fs::path& file) {
+    require_entry_section(file);
+    auto library = std::make_unique<boost::dll::shared_library>();
+    try {
+        library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
+    } catch (const std::exception& e) {
+        throw PluginLoadError(fmt::format("{}: cannot load: {}", file.string(), e.what()));
+    }
+    const th_plugin_entry* entry = nullptr;
+    try {
+        auto& entry_function = library->get_alias<const th_plugin_entry*()>(TH_ENTRY_SYMBOL);
+        entry = entry_function();
+    } catch (const std::exception& e) {
+        throw PluginLoadError(fmt::format("{}: cannot read the plugin entry: {}", file.string(), e.what()));
+    }
+    check_entry(file, entry);
+    return std::shared_ptr<PluginLibrary>(new PluginLibrary(file, std::move(library), entry));
+}
+
+PluginLibrary::PluginLibrary(fs::path file, std::unique_ptr<boost::dll::shared_library> library,
+                             const th_plugin_entry* entry)
+    : file_(std::move(file)), library_(std::move(library)), entry_(entry) {}
+
+PluginLibrary::~PluginLibrary() = default;
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,35 @@
+// Checks a plugin's [plugins.<name>] table against the schema the plugin declares,
+// before its create() runs, and turns it into the values the ABI passes.
+#pragma once
+
+#include "trainhost/abi.h"
+
+#include <toml++/toml.h>
+
+#include <deque>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace trainhost::plugin {
+
+class OptionValues {
+public:
+    [[nodiscard]] const th_option_value* data() const noexcept { return values_.data(); }
+    [[nodiscard]] std::uint32_t size() const noexcept { return static_cast<std::uint32_t>(values_.size()); }
+    [[nodiscard]] const std::vector<th_option_value>& values() const noexcept { return values_; }
+
+private:
+    friend OptionValues validate_options(const th_plugin_entry&, const toml::table*, const std::filesystem::path&);
+    std::vector<th_option_value> values_;
+    std::deque<std::string> strings_;  // a deque never moves its elements, so string_value stays valid
+};
+
+// `table` may be null (no table in the config: every option takes its default).
+// Throws ConfigError naming the plugin, the key and file:line:column.
+[[nodiscard]] OptionValues validate_options(const th_plugin_entry& entry, const toml::table* table,
+                                            const std::filesystem::path& file);
+
+[[nodiscard]] const char* option_type_name(th_option_type type) noexcept;
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,98 @@
+#include "report/report.hpp"
+
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+namespace trainhost::report {
+
+namespace {
+
+nlohmann::json metrics_json(const std::map<std::string, double>& metrics) {
+    nlohmann::json out = nlohmann::json::object();
+    // JSON has no NaN or Inf: they are written as null, never as invalid text.
+    for (const auto& [key, value] : metrics) out[key] = std::isfinite(value) ? nlohmann::json(value) : nlohmann::json();
+    return out;
+}
+
+nlohmann::json lease_json(const resources::Leak& leak) {
+    const resources::LeaseRecord& l = leak.lease;
+    return {{"plugin", leak.owner},
+            {"kind", resources::kind_name(l.kind)},
+            {"bytes", l.bytes_requested},
+            {"bytes_reserved", l.bytes_reserved},
+            {"tag", l.tag},
+            {"scope", resources::scope_name(l.scope)},
+            {"acquired_in", resources::phase_name(l.acquired_in)},
+            {"fit", l.acquired_at.fit},
+            {"epoch", l.acquired_at.epoch},
+            {"step", l.acquired_at.step},
+            {"id", l.id},
+            {"detected_at", leak.detected_at}};
+}
+
+}  // namespace
+
+std::string to_json(const lifecycle::SessionResult& result, const lifecycle::SessionOptions& options) {
+    nlohmann::json root;
+    root["schema"] = "trainhost.report/1";
+    root["config"] = options.config.file.string();
+    root["seed"] = options.config.seed;
+    root["plugins"] = options.plugins;
+    root["exit_code"] = result.exit_code;
+    root["verdict"] = result.verdict;
+    root["policy"] = resources::policy_name(result.policy);
+    nlohmann::json violations = nlohmann::json::array();
+    for (const auto& leak : result.leaks) {
+        nlohmann::json v = lease_json(leak);
+        v["type"] = "leak";
+        violations.push_back(std::move(v));
+    }
+    for (const auto& misuse : result.misuses)
+        violations.push_back({{"type", "misuse"},
+                              {"plugin", misuse.owner},
+                              {"kind", resources::misuse_name(misuse.kind)},
+                              {"phase", resources::phase_name(misuse.phase)},
+                              {"id", misuse.lease_id},
+                              {"detail", misuse.detail}});
+    root["violations"] = std::move(violations);
+    nlohmann::json fits = nlohmann::json::array();
+    for (const auto& fit : result.fits) {
+        nlohmann::json epochs = nlohmann::json::array();
+        for (const auto& epoch : fit.epochs)
+            epochs.push_back({{"epoch", epoch.epoch},
+                              {"metrics", metrics_json(epoch.metrics)},
+                              {"bytes_in_use", epoch.bytes_in_use},
+                              {"bytes_reserved", epoch.bytes_reserved}});
+        fits.push_back({{"fit", fit.index},
+                        {"epochs", std::move(epochs)},
+                        {"final_metrics", metrics_json(fit.final_metrics)},
+                        {"stop_reason", fit.stop_reason},
+                        {"failure", fit.failure}});
+    }
+    root["fits"] = std::move(fits);
+    nlohmann::json owners = nlohmann::json::array();
+    for (const auto& owner : result.owners)
+        owners.push_back({{"owner", owner.name},
+                          {"peak_bytes_in_use", owner.usage.peak_bytes_in_use},
+                          {"bytes_in_use", owner.usage.bytes_in_use},
+                          {"leases", owner.usage.leases}});
+    root["owners"] = std::move(owners);
+    return root.dump(2) + "\n";
+}
+
+void write_report(const std::filesystem::path& file, const std::string& json) {
+    std::filesystem::path temporary = file;
+    temporary += ".tmp";
+    {
+        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
+        if (!out) throw std::runtime_error(fmt::format("{}: cannot write the report", file.string()));
+        out << json;
+        out.flush();
+        if (!out) throw std::runtime_error(fmt::format("{}: write failed", temporary.string()));
+    }
+    std::filesystem::rename(temporary, file);
+}
+
+}  // namespace trainhost::report

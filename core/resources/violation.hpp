@@ -1,0 +1,39 @@
+// Breaches of the ownership contract, as found by the ledger.
+#pragma once
+
+#include "resources/lease.hpp"
+
+#include <string>
+#include <string_view>
+
+namespace trainhost::resources {
+
+enum class ViolationPolicy { fail, warn, ignore };
+
+[[nodiscard]] std::string_view policy_name(ViolationPolicy policy) noexcept;
+
+// A lease still held when its scope (or its owner) ended.
+struct Leak {
+    LeaseRecord lease;
+    std::string owner;
+    std::string detected_at;  // the boundary: "batch_end", "epoch_end", "teardown", "destroy", ...
+};
+
+enum class MisuseKind { double_free, foreign_handle, unknown_handle, use_after_reclaim, out_of_range, out_of_phase, over_budget };
+
+[[nodiscard]] std::string_view misuse_name(MisuseKind kind) noexcept;
+
+struct Misuse {
+    MisuseKind kind = MisuseKind::unknown_handle;
+    std::string owner;
+    Phase phase = Phase::core;
+    std::uint64_t lease_id = 0;
+    std::string detail;
+};
+
+// One line each, `key=value` fields, so that logs can be grepped and parsed:
+// leak: plugin=pruning kind=device_memory bytes=25165824 tag=lottery_originals scope=fit acquired_in=setup fit=3 epoch=0 step=0 id=4711 detected_at=teardown
+[[nodiscard]] std::string format_leak(const Leak& leak);
+[[nodiscard]] std::string format_misuse(const Misuse& misuse);
+
+}  // namespace trainhost::resources

@@ -1,0 +1,58 @@
+#include "kernels/cpu/blas.hpp"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <stdexcept>
+#include <string>
+
+// Debian's OpenBLAS cblas.h declares these, but the reference CBLAS header
+// does not; redeclaring an extern "C" function with the same signature is
+// harmless when it does.
+extern "C" {
+void openblas_set_num_threads(int num_threads);
+int openblas_get_num_threads(void);
+}
+
+namespace trainhost::kernels::cpu {
+namespace {
+
+void require_leading_dimension(const char* name, int leading_dimension, int stored_columns) {
+    // BLAS rejects ld < 1 even for empty matrices, so mirror that rule here
+    // rather than discover it through xerbla's stderr message.
+    const int minimum = std::max(1, stored_columns);
+    if (leading_dimension < minimum) {
+        throw std::invalid_argument(std::string("gemm: ") + name + " = " + std::to_string(leading_dimension) +
+                                    " is smaller than the required " + std::to_string(minimum));
+    }
+}
+
+}  // namespace
+
+void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+    if (m < 0 || n < 0 || k < 0) {
+        throw std::invalid_argument("gemm: negative dimension (m=" + std::to_string(m) + ", n=" + std::to_string(n) +
+                                    ", k=" + std::to_string(k) + ")");
+    }
+    require_leading_dimension("lda", lda, transpose_a ? m : k);
+    require_leading_dimension("ldb", ldb, transpose_b ? k : n);
+    require_leading_dimension("ldc", ldc, n);
+    if (m == 0 || n == 0) {
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void set_blas_threads(int threads) {
+    if (threads < 1) {
+        throw std::invalid_argument("set_blas_threads: thread count must be at least 1, got " +
+                                    std::to_string(threads));
+    }
+    openblas_set_num_threads(threads);
+}
+
+int blas_threads() { return openblas_get_num_threads(); }
+
+}  // namespace trainhost::kernels::cpu

@@ -1,0 +1,105 @@
+#include "kernels/cpu/optimizers.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace trainhost::kernels::cpu {
+namespace {
+
+void require(bool condition, const std::string& message) {
+    if (!condition) {
+        throw std::invalid_argument(message);
+    }
+}
+
+// False for NaN as well, so NaN hyperparameters are rejected.
+bool is_non_negative(float x) { return x >= 0.0f; }
+
+void validate(const SgdHyper& hyper, const float* momentum_buffer) {
+    require(is_non_negative(hyper.lr), "sgd_step: lr must be >= 0, got " + std::to_string(hyper.lr));
+    require(is_non_negative(hyper.momentum), "sgd_step: momentum must be >= 0, got " + std::to_string(hyper.momentum));
+    require(is_non_negative(hyper.weight_decay),
+            "sgd_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
+    require(std::isfinite(hyper.dampening), "sgd_step: dampening must be finite");
+    require(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f),
+            "sgd_step: Nesterov momentum requires a momentum and zero dampening");
+    require(hyper.momentum == 0.0f || momentum_buffer != nullptr,
+            "sgd_step: momentum != 0 needs a momentum buffer");
+}
+
+void validate(const AdamHyper& hyper, std::int64_t step) {
+    require(step >= 1, "adam_step: step is 1-based, got " + std::to_string(step));
+    require(is_non_negative(hyper.lr), "adam_step: lr must be >= 0, got " + std::to_string(hyper.lr));
+    require(is_non_negative(hyper.eps), "adam_step: eps must be >= 0, got " + std::to_string(hyper.eps));
+    require(is_non_negative(hyper.weight_decay),
+            "adam_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
+    require(hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f,
+            "adam_step: beta1 must be in [0, 1), got " + std::to_string(hyper.beta1));
+    require(hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f,
+            "adam_step: beta2 must be in [0, 1), got " + std::to_string(hyper.beta2));
+}
+
+}  // namespace
+
+void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size_t n, const SgdHyper& hyper,
+              bool first_step) {
+    validate(hyper, momentum_buffer);
+    const bool use_momentum = hyper.momentum != 0.0f;
+    // PyTorch computes 1 - dampening as a Python float before the tensor op.
+    const auto momentum_grad_weight = static_cast<float>(1.0 - static_cast<double>(hyper.dampening));
+
+    for (std::size_t i = 0; i < n; ++i) {
+        float direction = grad[i];
+        if (hyper.weight_decay != 0.0f) {
+            direction += hyper.weight_decay * param[i];
+        }
+        if (use_momentum) {
+            float& buffer = momentum_buffer[i];
+            // PyTorch initialises the buffer to a clone of the first direction,
+            // without the (1 - dampening) factor.
+            buffer = first_step ? direction : buffer * hyper.momentum + momentum_grad_weight * direction;
+            direction = hyper.nesterov ? direction + hyper.momentum * buffer : buffer;
+        }
+        param[i] += -hyper.lr * direction;
+    }
+}
+
+void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+               const AdamHyper& hyper, std::int64_t step) {
+    validate(hyper, step);
+
+    // Scalars PyTorch evaluates in Python (double) precision. Computing the
+    // bias corrections in float would visibly lose accuracy once beta^step is
+    // close to 1 in the first steps of beta2 = 0.999.
+    const double lr = hyper.lr;
+    const double beta1 = hyper.beta1;
+    const double beta2 = hyper.beta2;
+    const double steps = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(beta1, steps);
+    const double bias_correction2 = 1.0 - std::pow(beta2, steps);
+    const auto step_size = static_cast<float>(lr / bias_correction1);
+    const auto bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    const auto decoupled_decay_factor = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
+    const auto one_minus_beta1 = static_cast<float>(1.0 - beta1);
+    const auto one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    const bool has_weight_decay = hyper.weight_decay != 0.0f;
+
+    for (std::size_t i = 0; i < n; ++i) {
+        float g = grad[i];
+        if (has_weight_decay) {
+            if (hyper.decoupled_weight_decay) {
+                param[i] *= decoupled_decay_factor;
+            } else {
+                g += hyper.weight_decay * param[i];
+            }
+        }
+        exp_avg[i] = hyper.beta1 * exp_avg[i] + one_minus_beta1 * g;
+        exp_avg_sq[i] = hyper.beta2 * exp_avg_sq[i] + one_minus_beta2 * g * g;
+        const float denom = std::sqrt(exp_avg_sq[i]) / bias_correction2_sqrt + hyper.eps;
+        param[i] += (-step_size * exp_avg[i]) / denom;
+    }
+}
+
+}  // namespace trainhost::kernels::cpu
+

@@ -1,0 +1,100 @@
+// progress: a live bar on a terminal (epoch, batch, loss, samples/s, ETA), one
+// plain line per epoch otherwise, so logs stay readable.
+#include <trainhost/sdk.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <unistd.h>
+
+namespace {
+
+using trainhost::sdk::Context;
+using Clock = std::chrono::steady_clock;
+
+std::string format_duration(double seconds) {
+    const long total = static_cast<long>(seconds + 0.5);
+    char text[32];
+    if (total >= 3600) std::snprintf(text, sizeof text, "%ld:%02ld:%02ld", total / 3600, total / 60 % 60, total % 60);
+    else std::snprintf(text, sizeof text, "%ld:%02ld", total / 60, total % 60);
+    return text;
+}
+
+std::string metric_text(const Context& ctx, const char* key) {
+    auto value = ctx.metric(key);
+    if (!value) return "";
+    char text[64];
+    std::snprintf(text, sizeof text, " %s=%.4f", key, *value);
+    return text;
+}
+
+class Progress final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "progress";
+    static constexpr const char* version = "1.0.0";
+    static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
+    static constexpr const char* reads = "metric:train_loss,metric:val_loss,metric:val_accuracy";
+    static constexpr th_option_spec options[] = {
+        {"mode", TH_OPTION_STRING, "\"auto\"", "auto (bar on a terminal, lines otherwise), bar, or lines"},
+        {"refresh_ms", TH_OPTION_INT, "100", "minimum time between bar redraws, in milliseconds"},
+    };
+
+    Progress(Context&, const trainhost::sdk::Options& options)
+        : refresh_(std::chrono::milliseconds(options.get_int("refresh_ms"))) {
+        const std::string mode = options.get_string("mode");
+        if (mode != "auto" && mode != "bar" && mode != "lines")
+            throw std::invalid_argument("mode must be auto, bar or lines, not '" + mode + "'");
+        if (options.get_int("refresh_ms") < 0) throw std::invalid_argument("refresh_ms must be >= 0");
+        bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
+    }
+
+    void on_epoch_start(Context&) override {
+        epoch_started_ = Clock::now();
+        last_draw_ = Clock::time_point{};
+    }
+
+    void on_batch_end(Context& ctx) override {
+        if (!bar_) return;
+        const auto now = Clock::now();
+        const auto state = ctx.state();
+        const bool last = state.batch_index + 1 == state.batches_in_epoch;
+        if (!last && now - last_draw_ < refresh_) return;
+        last_draw_ = now;
+        const double elapsed = std::chrono::duration<double>(now - epoch_started_).count();
+        const double done = static_cast<double>(state.batch_index + 1) / static_cast<double>(state.batches_in_epoch);
+        const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen) / elapsed : 0.0;
+        const double eta = done > 0 ? elapsed * (1 - done) / done : 0.0;
+        constexpr int width = 24;
+        const int filled = static_cast<int>(done * width);
+        std::string bar(static_cast<std::size_t>(filled), '#');
+        bar.resize(width, '.');
+        std::fprintf(stderr, "\r\033[Kepoch %u/%u [%s] %llu/%llu%s %.0f samples/s ETA %s", state.epoch + 1,
+                     state.max_epochs, bar.c_str(), static_cast<unsigned long long>(state.batch_index + 1),
+                     static_cast<unsigned long long>(state.batches_in_epoch), metric_text(ctx, "train_loss").c_str(),
+                     rate, format_duration(eta).c_str());
+        std::fflush(stderr);
+    }
+
+    void on_epoch_end(Context& ctx) override {
+        const auto state = ctx.state();
+        const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_started_).count();
+        const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen) / elapsed : 0.0;
+        if (bar_) std::fprintf(stderr, "\r\033[K");
+        char line[512];
+        std::snprintf(line, sizeof line, "epoch %u/%u:%s%s%s%s %.0f samples/s %s", state.epoch + 1, state.max_epochs,
+                      metric_text(ctx, "train_loss").c_str(), metric_text(ctx, "train_accuracy").c_str(),
+                      metric_text(ctx, "val_loss").c_str(), metric_text(ctx, "val_accuracy").c_str(), rate,
+                      format_duration(elapsed).c_str());
+        ctx.info(line);
+    }
+
+private:
+    std::chrono::milliseconds refresh_;
+    bool bar_ = false;
+    Clock::time_point epoch_started_{};
+    Clock::time_point last_draw_{};
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Progress)

@@ -1,0 +1,268 @@
+/*
+ * trainhost plugin ABI, version 1.
+ *
+ * The one contract between the trainhost core and a callback plugin (.so). Plain C so
+ * that no compiler's C++ ABI, exception or standard-library type ever crosses it.
+ *
+ * Versioning rule:
+ *   - TH_ABI_MAJOR changes when an existing field, function signature or meaning
+ *     changes. The host refuses a plugin whose major differs from its own.
+ *   - TH_ABI_MINOR grows when a field is appended to the end of a struct. Every
+ *     struct that can grow starts with `struct_size`; a reader only touches fields
+ *     that lie inside the size the writer declared, so old plugins run on new hosts
+ *     and new plugins detect old hosts (the SDK checks `th_host_api.struct_size`).
+ *
+ * Discovery: a plugin exports exactly one symbol, `trainhost_plugin_entry`, placed in
+ * the ELF section `thplugin` (see TRAINHOST_PLUGIN in sdk.hpp). The host reads the
+ * section table before loading, so a file without that section is refused without
+ * running any of its code. The symbol is a function returning a pointer to constant
+ * data describing the plugin.
+ *
+ * Errors: no C++ exception may cross this boundary. Every call returns a th_status;
+ * hooks write a human-readable message into th_hook_result.message on failure.
+ */
+#ifndef TRAINHOST_ABI_H
+#define TRAINHOST_ABI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define TH_ABI_MAJOR 1
+#define TH_ABI_MINOR 0
+
+/* Name of the exported entry symbol and of the section holding it (ELF sections
+ * that Boost.DLL reads are at most 8 bytes long). */
+#define TH_ENTRY_SYMBOL "trainhost_plugin_entry"
+#define TH_ENTRY_SECTION "thplugin"
+
+typedef enum th_status {
+    TH_OK = 0,
+    TH_ERROR = 1,            /* generic failure; details in the message */
+    TH_INVALID_ARGUMENT = 2, /* null pointer, unknown name, bad value */
+    TH_OUT_OF_PHASE = 3,     /* host call not allowed in the current lifecycle phase */
+    TH_OUT_OF_MEMORY = 4,    /* allocation failed or over the plugin's budget */
+    TH_INVALID_HANDLE = 5,   /* unknown, freed, reclaimed or foreign handle */
+    TH_NOT_FOUND = 6,        /* metric or option does not exist */
+    TH_UNSUPPORTED = 7,      /* not available on this backend or host version */
+    TH_BUFFER_TOO_SMALL = 8
+} th_status;
+
+/* What the core does after a hook returns TH_OK. */
+typedef enum th_control {
+    TH_CONTINUE = 0,
+    TH_SKIP_BATCH = 1, /* from batch_start: skip forward/backward/step of this batch;
+                          from before_optimizer_step: skip the step. batch_end still runs. */
+    TH_STOP_FIT = 2    /* finish the current batch and epoch_end, then end the fit */
+} th_control;
+
+/* Lifecycle hooks, in the order of docs/architecture.md. The numeric value is also
+ * the phase reported to plugins while that hook runs. */
+typedef enum th_hook {
+    TH_HOOK_SETUP = 0,
+    TH_HOOK_TO_DEVICE,
+    TH_HOOK_FIT_START,
+    TH_HOOK_EPOCH_START,
+    TH_HOOK_BATCH_START,
+    TH_HOOK_BEFORE_BACKWARD,
+    TH_HOOK_AFTER_BACKWARD,
+    TH_HOOK_BEFORE_OPTIMIZER_STEP,
+    TH_HOOK_AFTER_OPTIMIZER_STEP,
+    TH_HOOK_BATCH_END,
+    TH_HOOK_VALIDATION_START,
+    TH_HOOK_VAL_BATCH_START,
+    TH_HOOK_VAL_BATCH_END,
+    TH_HOOK_VALIDATION_END,
+    TH_HOOK_EPOCH_END,
+    TH_HOOK_FIT_END,
+    TH_HOOK_TEARDOWN,
+    TH_HOOK_EXCEPTION,
+    TH_HOOK_COUNT
+} th_hook;
+
+typedef enum th_resource_kind {
+    TH_RESOURCE_DEVICE_MEMORY = 0,
+    TH_RESOURCE_PINNED_MEMORY = 1,
+    TH_RESOURCE_STREAM = 2,
+    TH_RESOURCE_EVENT = 3,
+    TH_RESOURCE_BLAS_HANDLE = 4,
+    TH_RESOURCE_DNN_HANDLE = 5
+} th_resource_kind;
+
+/* Lifetime of a lease. At the end of each scope every lease of that scope or a
+ * narrower one must have been released. Ordered narrow to wide. */
+typedef enum th_scope {
+    TH_SCOPE_STEP = 0,
+    TH_SCOPE_EPOCH = 1,
+    TH_SCOPE_FIT = 2,
+    TH_SCOPE_PLUGIN = 3, /* the plugin instance's life: create .. destroy */
+    TH_SCOPE_SESSION = 4
+} th_scope;
+
+typedef enum th_log_level {
+    TH_LOG_DEBUG = 0,
+    TH_LOG_INFO = 1,
+    TH_LOG_WARNING = 2,
+    TH_LOG_ERROR = 3
+} th_log_level;
+
+/* A lease on a resource. `id` is never reused within a process; `generation`
+ * changes when the core reclaims the lease, so a stale copy is detected. */
+typedef struct th_handle {
+    uint64_t id;
+    uint32_t generation;
+    uint32_t reserved;
+} th_handle;
+
+/* Opaque per-instance context the host passes back into every host call. */
+typedef struct th_host th_host;
+
+typedef struct th_hook_result {
+    th_control control;
+    /* NUL-terminated message, written by the plugin when it returns an error status
+     * (or, optionally, a reason with TH_STOP_FIT). */
+    char message[512];
+} th_hook_result;
+
+typedef struct th_train_state {
+    uint32_t struct_size;
+    th_hook phase;
+    uint32_t fit_index;       /* 0-based, counts repeated fits in one process */
+    uint32_t epoch;           /* 0-based current epoch */
+    uint32_t max_epochs;
+    uint64_t batch_index;     /* within the epoch (train or validation loop) */
+    uint64_t batches_in_epoch; /* of the loop now running */
+    uint64_t global_step;     /* optimizer steps taken in this fit */
+    uint64_t batch_size;      /* configured batch size */
+    uint64_t batch_samples;   /* rows in the current batch (last may be short) */
+    uint64_t samples_seen;    /* training samples processed in this epoch */
+    uint64_t train_samples;   /* size of the training split */
+    uint64_t seed;
+    const char* device;       /* "cpu", "cuda:0" */
+    const char* failure;      /* during on_exception: what went wrong; else NULL */
+} th_train_state;
+
+typedef struct th_param_info {
+    uint32_t struct_size;
+    uint64_t param_id; /* stable across device moves and fits of the same model */
+    const char* name;  /* e.g. "dense0.weight"; valid until the plugin's teardown */
+    uint64_t numel;
+    uint32_t rank;
+    uint64_t shape[4];
+} th_param_info;
+
+typedef enum th_option_type {
+    TH_OPTION_BOOL = 0,
+    TH_OPTION_INT = 1,
+    TH_OPTION_FLOAT = 2,
+    TH_OPTION_STRING = 3
+} th_option_type;
+
+/* One declared option. `default_value` is written as a TOML value literal
+ * ("true", "3", "0.5", "\"val_loss\""), or NULL when the option is required. */
+typedef struct th_option_spec {
+    const char* name;
+    th_option_type type;
+    const char* default_value;
+    const char* doc;
+} th_option_spec;
+
+/* The validated value of one option, parallel to the plugin's option specs.
+ * String values live until create() returns. */
+typedef struct th_option_value {
+    th_option_type type;
+    int64_t int_value;    /* INT and BOOL (0/1) */
+    double float_value;   /* FLOAT */
+    const char* string_value; /* STRING */
+} th_option_value;
+
+/* Functions the host offers to a plugin. Each checks the caller's phase and
+ * refuses a call out of phase with TH_OUT_OF_PHASE. */
+typedef struct th_host_api {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+
+    /* Details of the last failed host call of this instance (never NULL). */
+    const char* (*last_error)(th_host* host);
+
+    void (*log)(th_host* host, th_log_level level, const char* message);
+
+    th_status (*train_state)(th_host* host, th_train_state* out);
+
+    /* Metrics: the core's (train_loss, val_loss, val_accuracy, ...) and plugins'. */
+    th_status (*metric_get)(th_host* host, const char* key, double* out);
+    th_status (*metric_set)(th_host* host, const char* key, double value);
+
+    /* Ask the core to end the fit after the current epoch's end hooks. */
+    th_status (*request_stop)(th_host* host, const char* reason);
+
+    /* Model parameters, available from to_device to fit_end. */
+    th_status (*param_count)(th_host* host, uint32_t* out);
+    th_status (*param_info)(th_host* host, uint32_t index, th_param_info* out);
+    th_status (*param_read)(th_host* host, uint32_t index, float* dst, uint64_t count);
+    th_status (*param_write)(th_host* host, uint32_t index, const float* src, uint64_t count);
+
+    /* Resources owned by this plugin instance. `bytes` is ignored for kinds that
+     * are not memory. A lease must be released before its scope ends. */
+    th_status (*acquire)(th_host* host, th_resource_kind kind, uint64_t bytes, th_scope scope,
+                         const char* tag, th_handle* out);
+    th_status (*release)(th_host* host, th_handle handle);
+    th_status (*promote)(th_host* host, th_handle handle, th_scope scope);
+
+    /* Device-agnostic access to a memory lease. */
+    th_status (*copy_to_host)(th_host* host, th_handle src, uint64_t offset, void* dst,
+                              uint64_t bytes);
+    th_status (*copy_from_host)(th_host* host, th_handle dst, uint64_t offset, const void* src,
+                                uint64_t bytes);
+} th_host_api;
+
+/* A hook: every slot of the vtable has this signature. */
+typedef th_status (*th_hook_fn)(void* instance, th_host* host, th_hook_result* result);
+
+/* One slot per th_hook value; NULL means "nothing to do". */
+typedef struct th_plugin_vtable {
+    uint32_t struct_size;
+    th_hook_fn hooks[TH_HOOK_COUNT];
+} th_plugin_vtable;
+
+typedef struct th_plugin_entry {
+    uint32_t struct_size;
+    uint16_t abi_major;
+    uint16_t abi_minor;
+    const char* name;        /* [a-z0-9_]+, unique among loaded plugins */
+    const char* version;     /* the plugin's own version, free form */
+    const char* description;
+
+    const th_option_spec* options;
+    uint32_t option_count;
+
+    /* Ordering and access declarations, comma-separated names ("" for none):
+     * plugins this one runs after/before, and what it reads/writes
+     * ("params", "optimizer_state", "metric:val_loss", ...). */
+    const char* after;
+    const char* before;
+    const char* reads;
+    const char* writes;
+
+    /* Create an instance from validated options (parallel to `options`). On failure
+     * return non-TH_OK and write the reason into result->message. */
+    th_status (*create)(const th_host_api* api, th_host* host, const th_option_value* values,
+                        uint32_t value_count, void** instance, th_hook_result* result);
+    /* Always called exactly once for each created instance, after teardown. */
+    void (*destroy)(void* instance);
+
+    const th_plugin_vtable* vtable;
+} th_plugin_entry;
+
+/* Signature of the exported entry function. */
+typedef const th_plugin_entry* (*th_plugin_entry_fn)(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* TRAINHOST_ABI_H */

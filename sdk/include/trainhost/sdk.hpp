@@ -1,0 +1,438 @@
+// trainhost C++ plugin SDK: header-only, over the C ABI in abi.h.
+//
+// A plugin derives from trainhost::sdk::Callback, overrides only the hooks it needs
+// (every hook has a no-op default and is never even dispatched unless overridden),
+// and ends its source file with TRAINHOST_PLUGIN(MyCallback). The class provides:
+//
+//   static constexpr const char* name, *version, *description;
+//   static constexpr th_option_spec options[] = {...};     // optional
+//   static constexpr const char* after = "", *before = "", *reads = "", *writes = "";  // optional
+//   MyCallback(trainhost::sdk::Context&, const trainhost::sdk::Options&);
+//
+// Exceptions thrown by a hook or the constructor are caught in noexcept trampolines
+// and returned to the host as a status plus message; nothing C++ crosses the ABI.
+#pragma once
+
+#include "trainhost/abi.h"
+
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace trainhost::sdk {
+
+// A host call failed; the message is the host's own explanation.
+class Error : public std::runtime_error {
+public:
+    Error(th_status status, const std::string& message)
+        : std::runtime_error(message), status_(status) {}
+    [[nodiscard]] th_status status() const noexcept { return status_; }
+
+private:
+    th_status status_;
+};
+
+// The pair every host call needs; passed by value, it is two pointers.
+class HostLink {
+public:
+    HostLink(const th_host_api* api, th_host* host) noexcept : api_(api), host_(host) {}
+    [[nodiscard]] const th_host_api& api() const noexcept { return *api_; }
+    [[nodiscard]] th_host* host() const noexcept { return host_; }
+
+    void check(th_status status, const char* what) const {
+        if (status != TH_OK) throw Error(status, std::string(what) + ": " + api_->last_error(host_));
+    }
+
+private:
+    const th_host_api* api_;
+    th_host* host_;
+};
+
+// RAII lease on a host resource; released when destroyed. Move-only, like a
+// unique_ptr: ownership is explicit and moves with the object.
+class Lease {
+public:
+    Lease() = default;
+    Lease(HostLink link, th_handle handle, th_resource_kind kind, std::uint64_t bytes) noexcept
+        : link_(link), handle_(handle), kind_(kind), bytes_(bytes), held_(true) {}
+    Lease(const Lease&) = delete;
+    Lease& operator=(const Lease&) = delete;
+    Lease(Lease&& other) noexcept { *this = std::move(other); }
+    Lease& operator=(Lease&& other) noexcept {
+        if (this != &other) {
+            reset();
+            link_ = other.link_;
+            handle_ = other.handle_;
+            kind_ = other.kind_;
+            bytes_ = other.bytes_;
+            held_ = std::exchange(other.held_, false);
+        }
+        return *this;
+    }
+    ~Lease() { reset(); }
+
+    // Gives the resource back now. A failure (the core reclaimed it already) is
+    // reported by the core's ledger, so there is nothing useful to throw here.
+    void reset() noexcept {
+        if (held_) {
+            held_ = false;
+            link_.api().release(link_.host(), handle_);
+        }
+    }
+    // Extends the lease's life to a wider scope.
+    void promote(th_scope scope) { link_.check(link_.api().promote(link_.host(), handle_, scope), "promote"); }
+
+    [[nodiscard]] explicit operator bool() const noexcept { return held_; }
+    [[nodiscard]] th_handle handle() const noexcept { return handle_; }
+    [[nodiscard]] th_resource_kind kind() const noexcept { return kind_; }
+    [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
+
+protected:
+    [[nodiscard]] const HostLink& link() const noexcept { return link_; }
+
+private:
+    HostLink link_{nullptr, nullptr};
+    th_handle handle_{};
+    th_resource_kind kind_{TH_RESOURCE_DEVICE_MEMORY};
+    std::uint64_t bytes_ = 0;
+    bool held_ = false;
+};
+
+// Device memory owned by the plugin, on whatever device the model lives on.
+class DeviceBuffer : public Lease {
+public:
+    using Lease::Lease;
+    void upload(std::span<const float> values, std::uint64_t offset_bytes = 0) {
+        link().check(link().api().copy_from_host(link().host(), handle(), offset_bytes, values.data(),
+                                                 values.size_bytes()),
+                     "copy_from_host");
+    }
+    void download(std::span<float> values, std::uint64_t offset_bytes = 0) const {
+        link().check(link().api().copy_to_host(link().host(), handle(), offset_bytes, values.data(),
+                                               values.size_bytes()),
+                     "copy_to_host");
+    }
+};
+
+struct ParamInfo {
+    std::uint64_t id = 0;
+    std::string name;
+    std::uint64_t numel = 0;
+    std::vector<std::uint64_t> shape;
+};
+
+using TrainState = th_train_state;
+
+// Everything a hook may ask of the host. Valid for the duration of one hook call.
+class Context {
+public:
+    Context(HostLink link, th_hook_result* result) noexcept : link_(link), result_(result) {}
+
+    [[nodiscard]] TrainState state() const {
+        TrainState s{};
+        s.struct_size = sizeof s;
+        link_.check(link_.api().train_state(link_.host(), &s), "train_state");
+        return s;
+    }
+
+    [[nodiscard]] std::optional<double> metric(const std::string& key) const {
+        double value = 0;
+        th_status status = link_.api().metric_get(link_.host(), key.c_str(), &value);
+        if (status == TH_NOT_FOUND) return std::nullopt;
+        link_.check(status, "metric_get");
+        return value;
+    }
+    void set_metric(const std::string& key, double value) {
+        link_.check(link_.api().metric_set(link_.host(), key.c_str(), value), "metric_set");
+    }
+
+    // Ends the fit after the current epoch's end hooks have run.
+    void request_stop(const std::string& reason) {
+        link_.check(link_.api().request_stop(link_.host(), reason.c_str()), "request_stop");
+    }
+    // Only meaningful in batch_start and before_optimizer_step (see th_control).
+    void skip_batch() noexcept {
+        if (result_) result_->control = TH_SKIP_BATCH;
+    }
+
+    void log(th_log_level level, const std::string& message) const {
+        link_.api().log(link_.host(), level, message.c_str());
+    }
+    void info(const std::string& message) const { log(TH_LOG_INFO, message); }
+    void warn(const std::string& message) const { log(TH_LOG_WARNING, message); }
+
+    [[nodiscard]] std::uint32_t param_count() const {
+        std::uint32_t count = 0;
+        link_.check(link_.api().param_count(link_.host(), &count), "param_count");
+        return count;
+    }
+    [[nodiscard]] ParamInfo param(std::uint32_t index) const {
+        th_param_info raw{};
+        raw.struct_size = sizeof raw;
+        link_.check(link_.api().param_info(link_.host(), index, &raw), "param_info");
+        ParamInfo info{raw.param_id, raw.name ? raw.name : "", raw.numel, {}};
+        info.shape.assign(raw.shape, raw.shape + (raw.rank < 4 ? raw.rank : 4));
+        return info;
+    }
+    [[nodiscard]] std::vector<float> read_param(std::uint32_t index) const {
+        std::vector<float> values(param(index).numel);
+        link_.check(link_.api().param_read(link_.host(), index, values.data(), values.size()), "param_read");
+        return values;
+    }
+    void write_param(std::uint32_t index, std::span<const float> values) {
+        link_.check(link_.api().param_write(link_.host(), index, values.data(), values.size()), "param_write");
+    }
+
+    // Device memory owned by this plugin, to be given back before `scope` ends.
+    [[nodiscard]] DeviceBuffer allocate(std::uint64_t bytes, th_scope scope, const std::string& tag) {
+        return DeviceBuffer(link_, acquire_handle(TH_RESOURCE_DEVICE_MEMORY, bytes, scope, tag),
+                            TH_RESOURCE_DEVICE_MEMORY, bytes);
+    }
+    // Any other kind of resource (stream, event, pinned memory, library handle).
+    [[nodiscard]] Lease acquire(th_resource_kind kind, std::uint64_t bytes, th_scope scope,
+                                const std::string& tag) {
+        return Lease(link_, acquire_handle(kind, bytes, scope, tag), kind, bytes);
+    }
+
+    [[nodiscard]] HostLink link() const noexcept { return link_; }
+
+private:
+    th_handle acquire_handle(th_resource_kind kind, std::uint64_t bytes, th_scope scope,
+                             const std::string& tag) {
+        th_handle handle{};
+        link_.check(link_.api().acquire(link_.host(), kind, bytes, scope, tag.c_str(), &handle), "acquire");
+        return handle;
+    }
+
+    HostLink link_;
+    th_hook_result* result_;
+};
+
+// The plugin's validated options; the host has already checked names and types
+// against the declared schema, so a lookup can only fail through a typo in the
+// plugin's own code.
+class Options {
+public:
+    Options(const th_option_spec* specs, const th_option_value* values, std::uint32_t count) noexcept
+        : specs_(specs), values_(values), count_(count) {}
+
+    [[nodiscard]] bool get_bool(std::string_view name) const { return find(name, TH_OPTION_BOOL).int_value != 0; }
+    [[nodiscard]] std::int64_t get_int(std::string_view name) const { return find(name, TH_OPTION_INT).int_value; }
+    [[nodiscard]] double get_float(std::string_view name) const { return find(name, TH_OPTION_FLOAT).float_value; }
+    [[nodiscard]] std::string get_string(std::string_view name) const {
+        const char* s = find(name, TH_OPTION_STRING).string_value;
+        return s ? s : "";
+    }
+
+private:
+    [[nodiscard]] const th_option_value& find(std::string_view name, th_option_type type) const {
+        for (std::uint32_t i = 0; i < count_; ++i) {
+            if (name == specs_[i].name) {
+                if (values_[i].type != type) throw std::logic_error("option '" + std::string(name) + "' has another type");
+                return values_[i];
+            }
+        }
+        throw std::logic_error("option '" + std::string(name) + "' is not declared by this plugin");
+    }
+
+    const th_option_spec* specs_;
+    const th_option_value* values_;
+    std::uint32_t count_;
+};
+
+// Base class of every callback. Hooks come in start/end pairs with no-op defaults.
+class Callback {
+public:
+    Callback() = default;
+    Callback(const Callback&) = delete;
+    Callback& operator=(const Callback&) = delete;
+    virtual ~Callback() = default;
+
+    virtual void on_setup(Context&) {}
+    virtual void on_to_device(Context&) {}
+    virtual void on_fit_start(Context&) {}
+    virtual void on_epoch_start(Context&) {}
+    virtual void on_batch_start(Context&) {}
+    virtual void on_before_backward(Context&) {}
+    virtual void on_after_backward(Context&) {}
+    virtual void on_before_optimizer_step(Context&) {}
+    virtual void on_after_optimizer_step(Context&) {}
+    virtual void on_batch_end(Context&) {}
+    virtual void on_validation_start(Context&) {}
+    virtual void on_val_batch_start(Context&) {}
+    virtual void on_val_batch_end(Context&) {}
+    virtual void on_validation_end(Context&) {}
+    virtual void on_epoch_end(Context&) {}
+    virtual void on_fit_end(Context&) {}
+    virtual void on_teardown(Context&) {}
+    virtual void on_exception(Context&) {}
+};
+
+namespace detail {
+
+// hook enum -> Callback member, one line each; order matches th_hook.
+#define TRAINHOST_SDK_HOOKS(X)                                                                  \
+    X(TH_HOOK_SETUP, on_setup) X(TH_HOOK_TO_DEVICE, on_to_device) X(TH_HOOK_FIT_START, on_fit_start) \
+    X(TH_HOOK_EPOCH_START, on_epoch_start) X(TH_HOOK_BATCH_START, on_batch_start)              \
+    X(TH_HOOK_BEFORE_BACKWARD, on_before_backward) X(TH_HOOK_AFTER_BACKWARD, on_after_backward) \
+    X(TH_HOOK_BEFORE_OPTIMIZER_STEP, on_before_optimizer_step)                                 \
+    X(TH_HOOK_AFTER_OPTIMIZER_STEP, on_after_optimizer_step) X(TH_HOOK_BATCH_END, on_batch_end) \
+    X(TH_HOOK_VALIDATION_START, on_validation_start) X(TH_HOOK_VAL_BATCH_START, on_val_batch_start) \
+    X(TH_HOOK_VAL_BATCH_END, on_val_batch_end) X(TH_HOOK_VALIDATION_END, on_validation_end)     \
+    X(TH_HOOK_EPOCH_END, on_epoch_end) X(TH_HOOK_FIT_END, on_fit_end)                           \
+    X(TH_HOOK_TEARDOWN, on_teardown) X(TH_HOOK_EXCEPTION, on_exception)
+
+struct Instance {
+    HostLink link;
+    std::unique_ptr<Callback> callback;
+};
+
+inline void write_message(th_hook_result* result, const char* text) noexcept {
+    if (!result) return;
+    std::snprintf(result->message, sizeof result->message, "%s", text);
+}
+
+template <typename Body>
+th_status guarded(th_hook_result* result, Body&& body) noexcept {
+    try {
+        body();
+        return TH_OK;
+    } catch (const Error& e) {
+        write_message(result, e.what());
+        return e.status() == TH_OK ? TH_ERROR : e.status();
+    } catch (const std::exception& e) {
+        write_message(result, e.what());
+        return TH_ERROR;
+    } catch (...) {
+        write_message(result, "unknown exception");
+        return TH_ERROR;
+    }
+}
+
+template <void (Callback::*Member)(Context&)>
+th_status hook_trampoline(void* instance, th_host*, th_hook_result* result) noexcept {
+    return guarded(result, [&] {
+        auto* self = static_cast<Instance*>(instance);
+        Context context(self->link, result);
+        (self->callback.get()->*Member)(context);
+    });
+}
+
+// A hook is dispatched only if the plugin overrides it: when it does not,
+// &T::member names the base-class member and has the base's type.
+template <typename MemberOfT, void (Callback::*Member)(Context&)>
+constexpr th_hook_fn slot_for() {
+    if constexpr (std::is_same_v<MemberOfT, void (Callback::*)(Context&)>) return nullptr;
+    else return &hook_trampoline<Member>;
+}
+
+template <typename T>
+const th_plugin_vtable* vtable_for() {
+    static const th_plugin_vtable table = [] {
+        th_plugin_vtable t{};
+        t.struct_size = sizeof t;
+#define TRAINHOST_SDK_SLOT(hook, member) \
+    t.hooks[hook] = slot_for<decltype(&T::member), &Callback::member>();
+        TRAINHOST_SDK_HOOKS(TRAINHOST_SDK_SLOT)
+#undef TRAINHOST_SDK_SLOT
+        return t;
+    }();
+    return &table;
+}
+
+template <typename T>
+constexpr std::span<const th_option_spec> options_of() {
+    if constexpr (requires { T::options; }) return std::span<const th_option_spec>(T::options);
+    else return {};
+}
+
+#define TRAINHOST_SDK_DECLARED(field)                                    \
+    template <typename T>                                                \
+    constexpr const char* field##_of() {                                 \
+        if constexpr (requires { T::field; }) return T::field;           \
+        else return "";                                                  \
+    }
+TRAINHOST_SDK_DECLARED(after)
+TRAINHOST_SDK_DECLARED(before)
+TRAINHOST_SDK_DECLARED(reads)
+TRAINHOST_SDK_DECLARED(writes)
+#undef TRAINHOST_SDK_DECLARED
+
+template <typename T>
+th_status create(const th_host_api* api, th_host* host, const th_option_value* values,
+                 std::uint32_t value_count, void** instance, th_hook_result* result) noexcept {
+    return guarded(result, [&] {
+        if (api == nullptr || api->struct_size < sizeof(th_host_api) || api->abi_major != TH_ABI_MAJOR)
+            throw std::runtime_error("host offers an incompatible host API (plugin needs ABI " +
+                                     std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + ")");
+        constexpr auto specs = options_of<T>();
+        if (value_count != specs.size())
+            throw std::runtime_error("host passed " + std::to_string(value_count) + " option values, plugin declares " +
+                                     std::to_string(specs.size()));
+        HostLink link(api, host);
+        Context context(link, result);
+        Options options(specs.data(), values, value_count);
+        auto made = std::make_unique<Instance>(Instance{link, std::make_unique<T>(context, options)});
+        *instance = made.release();
+    });
+}
+
+inline void destroy(void* instance) noexcept {
+    // Destructors of Callback subclasses release their leases; never let one escape.
+    try {
+        delete static_cast<Instance*>(instance);
+    } catch (...) {
+    }
+}
+
+template <typename T>
+const th_plugin_entry* entry_for() noexcept {
+    static_assert(std::is_base_of_v<Callback, T>, "TRAINHOST_PLUGIN needs a trainhost::sdk::Callback");
+    static const th_plugin_entry entry = [] {
+        th_plugin_entry e{};
+        e.struct_size = sizeof e;
+        e.abi_major = TH_ABI_MAJOR;
+        e.abi_minor = TH_ABI_MINOR;
+        e.name = T::name;
+        e.version = T::version;
+        e.description = T::description;
+        constexpr auto specs = options_of<T>();
+        e.options = specs.data();
+        e.option_count = static_cast<std::uint32_t>(specs.size());
+        e.after = after_of<T>();
+        e.before = before_of<T>();
+        e.reads = reads_of<T>();
+        e.writes = writes_of<T>();
+        e.create = &create<T>;
+        e.destroy = &destroy;
+        e.vtable = vtable_for<T>();
+        return e;
+    }();
+    return &entry;
+}
+
+}  // namespace detail
+}  // namespace trainhost::sdk
+
+// Boost.DLL places the alias in its own section so the host can recognise a plugin
+// from its section table alone, before running any of its code.
+#ifndef BOOST_DLL_USE_STD_FS
+#define BOOST_DLL_USE_STD_FS
+#endif
+#include <boost/dll/alias.hpp>
+
+#define TRAINHOST_PLUGIN(Class)                                                        \
+    namespace trainhost_plugin_export {                                                \
+    inline const th_plugin_entry* entry() noexcept {                                   \
+        return ::trainhost::sdk::detail::entry_for<Class>();                           \
+    }                                                                                  \
+    }                                                                                  \
+    BOOST_DLL_ALIAS_SECTIONED(trainhost_plugin_export::entry, trainhost_plugin_entry, thplugin)

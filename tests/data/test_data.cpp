@@ -1,0 +1,497 @@
+// Tests for core/data: RNG stability, IDX reading and validation, splitting,
+// batching and the synthetic autoencoder dataset.
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <limits>
+#include <numeric>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <zlib.h>
+
+#include "data/batcher.hpp"
+#include "data/dataset.hpp"
+#include "data/idx_reader.hpp"
+#include "data/random.hpp"
+#include "data/synthetic.hpp"
+
+namespace fs = std::filesystem;
+using trainhost::data::DataError;
+
+namespace {
+
+// Unique per process and per instance, removed on scope exit even when a
+// REQUIRE fails.
+class TempDir {
+public:
+    TempDir() {
+        static int counter = 0;
+        trainhost::data::Rng rng(static_cast<std::uint64_t>(std::time(nullptr)) ^
+                                 reinterpret_cast<std::uintptr_t>(this));
+        path_ = fs::temp_directory_path() /
+                ("trainhost_data_test_" + std::to_string(rng.next_u64()) + "_" + std::to_string(++counter));
+        fs::create_directories(path_);
+    }
+    ~TempDir() {
+        std::error_code ignored;
+        fs::remove_all(path_, ignored);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    [[nodiscard]] const fs::path& path() const { return path_; }
+
+private:
+    fs::path path_;
+};
+
+std::vector<std::uint8_t> idx_bytes(std::uint32_t magic, const std::vector<std::uint32_t>& dims,
+                                    const std::vector<std::uint8_t>& payload) {
+    std::vector<std::uint8_t> bytes;
+    auto put_u32 = [&bytes](std::uint32_t v) {
+        for (int shift = 24; shift >= 0; shift -= 8) bytes.push_back(static_cast<std::uint8_t>(v >> shift));
+    };
+    put_u32(magic);
+    for (const auto d : dims) put_u32(d);
+    bytes.insert(bytes.end(), payload.begin(), payload.end());
+    return bytes;
+}
+
+void write_gz(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+    gzFile file = gzopen(path.string().c_str(), "wb");
+    REQUIRE(file != nullptr);
+    if (!bytes.empty())
+        REQUIRE(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) == static_cast<int>(bytes.size()));
+    REQUIRE(gzclose(file) == Z_OK);
+}
+
+void write_plain(const fs::path& path, const std::vector<std::uint8_t>& bytes) {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(out.good());
+}
+
+std::vector<std::uint8_t> read_plain(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed, std::uint8_t max_value = 255) {
+    trainhost::data::Rng rng(seed);
+    std::vector<std::uint8_t> out(n);
+    for (auto& b : out) b = static_cast<std::uint8_t>(1 + rng.below(max_value));  // 1..max, never 0
+    return out;
+}
+
+std::string error_of(const auto& action) {
+    try {
+        action();
+    } catch (const DataError& e) {
+        return e.what();
+    }
+    FAIL("expected DataError");
+    return {};
+}
+
+// Row i has feature values i*100 + k, so rows are identifiable after shuffling.
+trainhost::data::Dataset indexed_dataset(std::size_t count, std::size_t width, std::size_t classes = 3) {
+    trainhost::data::Dataset d;
+    d.count = count;
+    d.sample_shape = {width};
+    d.classes = classes;
+    d.target_width = 2;
+    for (std::size_t i = 0; i < count; ++i) {
+        for (std::size_t k = 0; k < width; ++k) d.features.push_back(static_cast<float>(i * 100 + k));
+        d.labels.push_back(static_cast<std::int32_t>(i % classes));
+        d.targets.push_back(static_cast<float>(i));
+        d.targets.push_back(-static_cast<float>(i));
+    }
+    return d;
+}
+
+}  // namespace
+
+TEST_CASE("Rng matches the xoshiro256** / SplitMix64 reference streams", "[data][rng]") {
+    using trainhost::data::Rng;
+    std::uint64_t splitmix_state = 1234567;  // Vigna's published test vector
+    CHECK(trainhost::data::splitmix64_next(splitmix_state) == 6457827717110365317ULL);
+
+    Rng rng(42);  // values cross-checked against the reference C implementation
+    CHECK(rng.next_u64() == 0x15780B2E0C2EC716ULL);
+    CHECK(rng.next_u64() == 0x6104D9866D113A7EULL);
+    CHECK(rng.next_u64() == 0xAE17533239E499A1ULL);
+    CHECK(rng.next_u64() == 0xECB8AD4703B360A1ULL);
+    CHECK(Rng(0).next_u64() == 0x99EC5F36CB75F2B4ULL);
+
+    CHECK(trainhost::data::derive_seed(1, 0) == 0x5E41AB087439611EULL);
+    CHECK(trainhost::data::derive_seed(1, 1) == 0x23A7F6B5D2D552D8ULL);
+}
+
+TEST_CASE("Rng derived values are pinned", "[data][rng]") {
+    using trainhost::data::Rng;
+    Rng floats(7);
+    CHECK(floats.uniform_float() == 0x1.66b1f4p-1F);
+    CHECK(floats.uniform_float() == 0x1.1d70f4p-2F);
+    CHECK(floats.uniform_float() == 0x1.ade3a6p-1F);
+
+    Rng ints(7);
+    const std::vector<std::uint64_t> expected_below{4, 4, 8, 4, 4};
+    for (const auto value : expected_below) CHECK(ints.below(10) == value);
+
+    // log/cos may differ by an ulp between libms, hence the tolerance.
+    Rng normals(7);
+    CHECK(normals.normal() == Approx(-0.27902399102519809).epsilon(1e-12));
+    CHECK(normals.normal() == Approx(1.5277231859624536).epsilon(1e-12));
+    CHECK(normals.normal() == Approx(1.8997685786889567).epsilon(1e-12));
+    CHECK(normals.normal() == Approx(-0.22669574599685979).epsilon(1e-12));
+
+    Rng shuffler(123);
+    std::vector<std::size_t> values(10);
+    std::iota(values.begin(), values.end(), std::size_t{0});
+    trainhost::data::shuffle(values, shuffler);
+    CHECK(values == std::vector<std::size_t>{2, 0, 1, 6, 5, 4, 3, 8, 9, 7});
+}
+
+TEST_CASE("Rng ranges and moments", "[data][rng]") {
+    trainhost::data::Rng rng(99);
+    const std::vector<std::uint64_t> bounds{
+        1, 2, 3, 10, 1000003, (std::uint64_t{1} << 63U) + 1, std::numeric_limits<std::uint64_t>::max()};
+    for (const std::uint64_t n : bounds) {
+        for (int i = 0; i < 200; ++i) REQUIRE(rng.below(n) < n);
+    }
+    CHECK_THROWS_AS(rng.below(0), std::invalid_argument);
+
+    // Every residue of a small range shows up with roughly equal frequency.
+    std::vector<int> histogram(7, 0);
+    for (int i = 0; i < 70000; ++i) ++histogram[rng.below(7)];
+    for (const int bucket : histogram) CHECK(std::abs(bucket - 10000) < 500);
+
+    double sum = 0.0;
+    double sum_squares = 0.0;
+    const int samples = 100000;
+    for (int i = 0; i < samples; ++i) {
+        const float u = rng.uniform_float();
+        REQUIRE(u >= 0.0F);
+        REQUIRE(u < 1.0F);
+        const double z = rng.normal();
+        sum += z;
+        sum_squares += z * z;
+    }
+    CHECK(std::abs(sum / samples) < 0.02);
+    CHECK(std::abs(sum_squares / samples - 1.0) < 0.03);
+}
+
+TEST_CASE("read_idx round-trips gzip and plain files", "[data][idx]") {
+    TempDir dir;
+    const std::vector<std::uint32_t> dims{5, 4, 3};
+    const auto payload = random_bytes(5 * 4 * 3, 11);
+    const auto bytes = idx_bytes(0x00000803, dims, payload);
+
+    write_gz(dir.path() / "images.gz", bytes);
+    write_plain(dir.path() / "images.raw", bytes);
+    for (const char* name : {"images.gz", "images.raw"}) {
+        INFO(name);
+        const auto array = trainhost::data::read_idx(dir.path() / name);
+        CHECK(array.dims == std::vector<std::size_t>{5, 4, 3});
+        CHECK(array.values == payload);
+    }
+
+    const auto labels = random_bytes(9, 12, 9);
+    write_gz(dir.path() / "labels.gz", idx_bytes(0x00000801, {9}, labels));
+    const auto label_array = trainhost::data::read_idx(dir.path() / "labels.gz");
+    CHECK(label_array.dims == std::vector<std::size_t>{9});
+    CHECK(label_array.values == labels);
+}
+
+TEST_CASE("load_idx_classification scales pixels and keeps labels", "[data][idx]") {
+    TempDir dir;
+    const std::size_t count = 6;
+    const auto pixels = random_bytes(count * 2 * 3, 21);
+    auto labels = random_bytes(count, 22, 10);
+    for (auto& label : labels) label = static_cast<std::uint8_t>(label - 1);  // 0..9
+    write_gz(dir.path() / "train-images-idx3-ubyte.gz", idx_bytes(0x00000803, {count, 2, 3}, pixels));
+    write_gz(dir.path() / "train-labels-idx1-ubyte.gz", idx_bytes(0x00000801, {count}, labels));
+
+    const auto dataset = trainhost::data::load_idx_classification(dir.path(), "train");
+    CHECK(dataset.count == count);
+    CHECK(dataset.sample_shape == std::vector<std::size_t>{1, 2, 3});
+    CHECK(dataset.feature_width() == 6);
+    CHECK(dataset.classes == 10);
+    CHECK(dataset.target_width == 0);
+    REQUIRE(dataset.features.size() == pixels.size());
+    for (std::size_t i = 0; i < pixels.size(); ++i)
+        REQUIRE(dataset.features[i] == static_cast<float>(pixels[i]) / 255.f);
+    REQUIRE(dataset.labels.size() == count);
+    for (std::size_t i = 0; i < count; ++i) CHECK(dataset.labels[i] == labels[i]);
+    CHECK_NOTHROW(trainhost::data::check_consistent(dataset));
+
+    const auto limited = trainhost::data::load_idx_classification(dir.path(), "train", 10, 4);
+    CHECK(limited.count == 4);
+    CHECK(limited.features.size() == 4 * 6);
+    CHECK(limited.labels == std::vector<std::int32_t>(dataset.labels.begin(), dataset.labels.begin() + 4));
+    CHECK(trainhost::data::load_idx_classification(dir.path(), "train", 10, 100).count == count);
+}
+
+TEST_CASE("read_idx reports header problems with the file path", "[data][idx]") {
+    TempDir dir;
+    const fs::path missing = dir.path() / "nope-images-idx3-ubyte.gz";
+    auto message = error_of([&] { (void)trainhost::data::read_idx(missing); });
+    CHECK_THAT(message, Catch::Contains(missing.string()) && Catch::Contains("file not found"));
+    message = error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "t10k"); });
+    CHECK_THAT(message, Catch::Contains("t10k-images-idx3-ubyte.gz: file not found"));
+
+    const fs::path bad_magic = dir.path() / "bad_magic.gz";
+    write_gz(bad_magic, idx_bytes(0x12345678, {2}, {1, 2}));
+    message = error_of([&] { (void)trainhost::data::read_idx(bad_magic); });
+    CHECK_THAT(message, Catch::StartsWith(bad_magic.string()) && Catch::Contains("bad magic 0x12345678"));
+
+    const fs::path float_type = dir.path() / "float_type.gz";
+    write_gz(float_type, idx_bytes(0x00000D01, {2}, {1, 2, 3, 4, 5, 6, 7, 8}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(float_type); }), Catch::Contains("element type 0x0D"));
+
+    const fs::path zero_dim = dir.path() / "zero_dim.gz";
+    write_gz(zero_dim, idx_bytes(0x00000803, {3, 0, 2}, {}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(zero_dim); }), Catch::Contains("dimension 1 is zero"));
+
+    const fs::path huge = dir.path() / "huge.gz";
+    write_gz(huge, idx_bytes(0x00000803, {0xFFFFFFFF, 0xFFFFFFFF, 0xFFFFFFFF}, {1, 2, 3}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(huge); }), Catch::Contains("limit"));
+
+    const fs::path short_header = dir.path() / "short_header.gz";
+    write_gz(short_header, {0x00, 0x00, 0x08, 0x03, 0x00, 0x00, 0x00, 0x02});
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(short_header); }),
+               Catch::Contains("truncated header: 3 dimensions need 12 bytes, file has 4"));
+
+    const fs::path empty = dir.path() / "empty.gz";
+    write_gz(empty, {});
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(empty); }), Catch::Contains("truncated header"));
+}
+
+TEST_CASE("read_idx rejects truncated payloads and trailing data", "[data][idx]") {
+    TempDir dir;
+    const fs::path truncated = dir.path() / "train-images-idx3-ubyte.gz";
+    write_gz(truncated, idx_bytes(0x00000803, {5, 4, 4}, random_bytes(30, 31)));
+    const auto message = error_of([&] { (void)trainhost::data::read_idx(truncated); });
+    CHECK_THAT(message,
+               Catch::Contains(truncated.string() + ": truncated: header promises 80 bytes of pixels, file has 30"));
+
+    const fs::path trailing = dir.path() / "trailing.gz";
+    auto bytes = idx_bytes(0x00000801, {4}, random_bytes(4, 32));
+    bytes.push_back(7);
+    write_gz(trailing, bytes);
+    CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(trailing); }), Catch::Contains("trailing data"));
+}
+
+TEST_CASE("read_idx turns damaged gzip streams into DataError", "[data][idx]") {
+    TempDir dir;
+    const fs::path pristine = dir.path() / "pristine.gz";
+    const fs::path damaged = dir.path() / "damaged.gz";
+    // Full-range bytes end up in stored blocks (only the CRC can catch damage);
+    // low-entropy bytes get Huffman-coded (inflate itself usually fails).
+    for (const std::uint8_t max_value : {std::uint8_t{255}, std::uint8_t{6}}) {
+        write_gz(pristine, idx_bytes(0x00000803, {20, 16, 16}, random_bytes(20 * 16 * 16, 41, max_value)));
+        const auto original = read_plain(pristine);
+        REQUIRE(original.size() > 64);
+
+        for (std::size_t position = 20; position + 20 < original.size(); position += original.size() / 17) {
+            INFO("max value " << int{max_value} << ", flipped at byte " << position << " of " << original.size());
+            auto corrupted = original;
+            for (std::size_t k = 0; k < 4; ++k) corrupted[position + k] ^= 0x5A;
+            write_plain(damaged, corrupted);
+            CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(damaged); }),
+                       Catch::StartsWith(damaged.string() + ": ") && Catch::Contains("gzip"));
+        }
+
+        // A compressed file cut short (e.g. interrupted download).
+        const auto half = static_cast<std::ptrdiff_t>(original.size() / 2);
+        write_plain(damaged, std::vector<std::uint8_t>(original.begin(), original.begin() + half));
+        CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(damaged); }),
+                   Catch::Contains("truncated") && Catch::Contains("unexpected end of file"));
+
+        // Only the 4-byte length field of the gzip trailer missing: the payload
+        // inflates fully, but the stream is still incomplete.
+        write_plain(damaged, std::vector<std::uint8_t>(original.begin(), original.end() - 4));
+        CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(damaged); }), Catch::Contains("damaged gzip stream"));
+    }
+}
+
+TEST_CASE("load_idx_classification validates counts, labels and file kinds", "[data][idx]") {
+    TempDir dir;
+    const fs::path images = dir.path() / "train-images-idx3-ubyte.gz";
+    const fs::path labels = dir.path() / "train-labels-idx1-ubyte.gz";
+    write_gz(images, idx_bytes(0x00000803, {4, 2, 2}, random_bytes(16, 51)));
+
+    write_gz(labels, idx_bytes(0x00000801, {3}, {1, 2, 3}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train"); }),
+               Catch::Contains("has 4 images but") && Catch::Contains("has 3 labels"));
+
+    write_gz(labels, idx_bytes(0x00000801, {4}, {1, 2, 10, 3}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train"); }),
+               Catch::Contains(labels.string() + ": label 10 at index 2 is >= classes 10"));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train", 5); }),
+               Catch::Contains("label 10 at index 2 is >= classes 5"));
+    CHECK(trainhost::data::load_idx_classification(dir.path(), "train", 11).classes == 11);
+
+    // Image and label files swapped.
+    write_gz(images, idx_bytes(0x00000801, {4}, {1, 2, 3, 4}));
+    CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train"); }),
+               Catch::Contains("expected an IDX image file (magic 0x00000803), got magic 0x00000801"));
+}
+
+TEST_CASE("subset and split_train_validation", "[data][split]") {
+    const auto dataset = indexed_dataset(103, 3);
+    const std::vector<std::size_t> picks{5, 0, 5};
+    const auto picked = trainhost::data::subset(dataset, picks);
+    CHECK(picked.count == 3);
+    CHECK(picked.features == std::vector<float>{500, 501, 502, 0, 1, 2, 500, 501, 502});
+    CHECK(picked.labels == std::vector<std::int32_t>{2, 0, 2});
+    CHECK(picked.targets == std::vector<float>{5, -5, 0, -0.F, 5, -5});
+    const std::vector<std::size_t> out_of_range{103};
+    CHECK_THROWS_AS(trainhost::data::subset(dataset, out_of_range), DataError);
+
+    const auto split = trainhost::data::split_train_validation(dataset, 0.2, 7);
+    CHECK(split.validation.count == 21);  // round(103 * 0.2) = round(20.6)
+    CHECK(split.train.count == 82);
+    CHECK_NOTHROW(trainhost::data::check_consistent(split.train));
+    CHECK_NOTHROW(trainhost::data::check_consistent(split.validation));
+
+    auto ids_of = [](const trainhost::data::Dataset& part) {
+        std::vector<std::size_t> ids;
+        for (std::size_t i = 0; i < part.count; ++i)
+            ids.push_back(static_cast<std::size_t>(part.features[i * 3] / 100));
+        return ids;
+    };
+    const auto train_ids = ids_of(split.train);
+    const auto validation_ids = ids_of(split.validation);
+    std::set<std::size_t> all(train_ids.begin(), train_ids.end());
+    all.insert(validation_ids.begin(), validation_ids.end());
+    CHECK(all.size() == 103);  // disjoint and covering: 82 + 21 distinct ids
+    CHECK(*all.rbegin() == 102);
+    CHECK(std::is_sorted(train_ids.begin(), train_ids.end()));
+
+    const auto again = trainhost::data::split_train_validation(dataset, 0.2, 7);
+    CHECK(ids_of(again.validation) == validation_ids);
+    CHECK(ids_of(trainhost::data::split_train_validation(dataset, 0.2, 8).validation) != validation_ids);
+
+    CHECK(trainhost::data::split_train_validation(dataset, 0.0, 7).validation.count == 0);
+    CHECK_THROWS_AS(trainhost::data::split_train_validation(dataset, 1.0, 7), DataError);
+    CHECK_THROWS_AS(trainhost::data::split_train_validation(dataset, -0.1, 7), DataError);
+    CHECK_THROWS_AS(trainhost::data::split_train_validation(dataset, std::nan(""), 7), DataError);
+}
+
+TEST_CASE("Batcher epochs, ordering and partial batches", "[data][batcher]") {
+    const auto dataset = indexed_dataset(10, 2);
+    trainhost::data::Batcher batcher(dataset, 4, true, 1234);
+    REQUIRE(batcher.batches() == 3);
+
+    auto epoch_order = [](trainhost::data::Batcher& b, std::uint64_t epoch) {
+        b.start_epoch(epoch);
+        std::vector<std::size_t> order;
+        std::vector<float> features(4 * 2);
+        std::vector<std::int32_t> labels(4);
+        std::vector<float> targets(4 * 2);
+        for (std::size_t batch = 0; batch < b.batches(); ++batch) {
+            const std::size_t rows = b.gather(batch, features, labels, targets);
+            for (std::size_t r = 0; r < rows; ++r) {
+                const auto id = static_cast<std::size_t>(features[r * 2] / 100);
+                REQUIRE(features[r * 2 + 1] == features[r * 2] + 1);
+                REQUIRE(labels[r] == static_cast<std::int32_t>(id % 3));
+                REQUIRE(targets[r * 2] == static_cast<float>(id));
+                order.push_back(id);
+            }
+        }
+        return order;
+    };
+
+    const auto epoch0 = epoch_order(batcher, 0);
+    const auto epoch1 = epoch_order(batcher, 1);
+    CHECK(std::set<std::size_t>(epoch0.begin(), epoch0.end()).size() == 10);
+    CHECK(epoch0.size() == 10);
+    CHECK(std::set<std::size_t>(epoch1.begin(), epoch1.end()).size() == 10);
+    CHECK(epoch0 != epoch1);
+    CHECK(epoch_order(batcher, 0) == epoch0);
+
+    trainhost::data::Batcher same_seed(dataset, 4, true, 1234);
+    CHECK(epoch_order(same_seed, 1) == epoch1);
+
+    trainhost::data::Batcher ordered(dataset, 4, false, 1234);
+    std::vector<std::size_t> identity(10);
+    std::iota(identity.begin(), identity.end(), std::size_t{0});
+    CHECK(epoch_order(ordered, 0) == identity);
+    CHECK(epoch_order(ordered, 5) == identity);
+
+    // Partial last batch; oversized buffers keep their tails; empty spans skip.
+    std::vector<float> features(8, -1.F);
+    CHECK(ordered.gather(2, features, {}, {}) == 2);
+    CHECK(features == std::vector<float>{800, 801, 900, 901, -1, -1, -1, -1});
+    CHECK(ordered.rows_in_batch(0) == 4);
+    CHECK(ordered.batch_indices(2).size() == 2);
+
+    std::vector<float> too_small(3);
+    CHECK_THROWS_AS(ordered.gather(0, too_small, {}, {}), std::out_of_range);
+    std::vector<std::int32_t> few_labels(2);
+    CHECK_THROWS_AS(ordered.gather(0, features, few_labels, {}), std::out_of_range);
+    CHECK_THROWS_AS(ordered.gather(3, features, {}, {}), std::out_of_range);
+    CHECK_THROWS_AS(trainhost::data::Batcher(dataset, 0, false, 1), DataError);
+
+    const trainhost::data::Dataset empty_dataset;
+    CHECK(trainhost::data::Batcher(empty_dataset, 4, true, 1).batches() == 0);
+}
+
+TEST_CASE("make_synthetic_autoencoder is deterministic and well spread", "[data][synthetic]") {
+    const auto dataset = trainhost::data::make_synthetic_autoencoder(64, 3072, 6, 2024);
+    CHECK(dataset.count == 64);
+    CHECK(dataset.sample_shape == std::vector<std::size_t>{3072});
+    CHECK(dataset.classes == 0);
+    CHECK(dataset.labels.empty());
+    CHECK(dataset.target_width == 3072);
+    CHECK(dataset.targets == dataset.features);
+    CHECK_NOTHROW(trainhost::data::check_consistent(dataset));
+
+    double sum = 0.0;
+    double sum_squares = 0.0;
+    for (const float value : dataset.features) {
+        REQUIRE(value > 0.F);
+        REQUIRE(value < 1.F);
+        sum += value;
+        sum_squares += static_cast<double>(value) * value;
+    }
+    const auto n = static_cast<double>(dataset.features.size());
+    const double mean = sum / n;
+    const double stddev = std::sqrt(sum_squares / n - mean * mean);
+    CHECK(stddev > 0.1);
+    CHECK(mean > 0.3);
+    CHECK(mean < 0.7);
+
+    CHECK(trainhost::data::make_synthetic_autoencoder(64, 3072, 6, 2024).features == dataset.features);
+    CHECK(trainhost::data::make_synthetic_autoencoder(64, 3072, 6, 2025).features != dataset.features);
+    const auto prefix = trainhost::data::make_synthetic_autoencoder(10, 3072, 6, 2024);
+    CHECK(std::equal(prefix.features.begin(), prefix.features.end(), dataset.features.begin()));
+    CHECK_THROWS_AS(trainhost::data::make_synthetic_autoencoder(1, 0, 6, 1), DataError);
+    CHECK_THROWS_AS(trainhost::data::make_synthetic_autoencoder(1, 10, 0, 1), DataError);
+}
+
+TEST_CASE("Fashion-MNIST from the Debian package loads", "[data][idx][fashion-mnist]") {
+    const fs::path dir = trainhost::data::kFashionMnistDefaultDir;
+    if (!fs::exists(dir / "train-images-idx3-ubyte.gz") || !fs::exists(dir / "t10k-images-idx3-ubyte.gz")) {
+        WARN("Fashion-MNIST not found in " << dir << " (install dataset-fashion-mnist); skipping");
+        return;
+    }
+    const auto train = trainhost::data::load_idx_classification(dir, "train");
+    CHECK(train.count == 60000);
+    CHECK(train.sample_shape == std::vector<std::size_t>{1, 28, 28});
+    CHECK(train.labels.at(0) == 9);  // ankle boot
+    CHECK(*std::max_element(train.features.begin(), train.features.end()) == 1.F);
+
+    const auto test = trainhost::data::load_idx_classification(dir, "t10k");
+    CHECK(test.count == 10000);
+    CHECK(test.labels.size() == 10000);
+}

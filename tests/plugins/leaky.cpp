@@ -1,0 +1,58 @@
+// Takes device memory and never gives it back: the ledger must name it.
+#include <trainhost/sdk.hpp>
+
+#include <stdexcept>
+
+namespace {
+
+class Leaky final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "test_leaky";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "acquires memory in a hook and forgets it";
+    static constexpr th_option_spec options[] = {
+        {"bytes", TH_OPTION_INT, "4096", "size of the forgotten allocation"},
+        {"scope", TH_OPTION_STRING, "\"fit\"", "step, epoch or fit"},
+        {"hook", TH_OPTION_STRING, "\"setup\"", "setup or batch_start: where to acquire"},
+        {"double_free", TH_OPTION_BOOL, "false", "instead of leaking, release the same handle twice"},
+    };
+    Leaky(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
+        : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), hook_(options.get_string("hook")),
+          double_free_(options.get_bool("double_free")) {
+        const std::string scope = options.get_string("scope");
+        scope_ = scope == "step" ? TH_SCOPE_STEP : scope == "epoch" ? TH_SCOPE_EPOCH : TH_SCOPE_FIT;
+    }
+
+    void on_setup(trainhost::sdk::Context& ctx) override {
+        if (hook_ == "setup") take(ctx);
+    }
+    void on_batch_start(trainhost::sdk::Context& ctx) override {
+        if (hook_ == "batch_start" && !taken_) take(ctx);
+    }
+
+private:
+    void take(trainhost::sdk::Context& ctx) {
+        taken_ = true;
+        const auto& api = ctx.link().api();
+        // The raw C API, as a plugin that forgets RAII would use it.
+        th_handle handle{};
+        ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, bytes_, scope_, "forgotten", &handle),
+                         "acquire");
+        if (double_free_) {
+            ctx.link().check(api.release(ctx.link().host(), handle), "release");
+            // The second release must be refused and counted, not crash.
+            if (api.release(ctx.link().host(), handle) != TH_INVALID_HANDLE)
+                throw std::runtime_error("a double free was accepted");
+        }
+    }
+
+    std::uint64_t bytes_;
+    std::string hook_;
+    bool double_free_;
+    th_scope scope_ = TH_SCOPE_FIT;
+    bool taken_ = false;
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Leaky)

@@ -1,0 +1,29 @@
+// Records every hook it sees (see hook_log.hpp).
+#include "hook_log.hpp"
+
+namespace {
+
+class Recorder final : public test_plugins::HookLog {
+public:
+    static constexpr const char* name = "test_recorder";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "records every hook call into a file";
+    static constexpr th_option_spec options[] = {
+        {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
+        {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
+    };
+    Recorder(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
+        : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")) {}
+
+    void on_epoch_end(trainhost::sdk::Context& ctx) override {
+        HookLog::on_epoch_end(ctx);
+        if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop("asked to stop");
+    }
+
+private:
+    std::int64_t stop_at_epoch_;
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Recorder)

@@ -1,0 +1,36 @@
+// Fails in one chosen hook, by throwing or by returning an error status, and
+// records every hook so tests see that on_exception and teardown still ran.
+#include "hook_log.hpp"
+
+#include <stdexcept>
+
+namespace {
+
+class Thrower final : public test_plugins::HookLog {
+public:
+    static constexpr const char* name = "test_thrower";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "fails in a chosen hook";
+    static constexpr th_option_spec options[] = {
+        {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
+        {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in"},
+        {"how", TH_OPTION_STRING, "\"throw\"", "throw (a C++ exception) or unknown (a non-std exception)"},
+    };
+    Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
+        : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
+
+protected:
+    void after_hook(const std::string& hook) override {
+        if (hook != hook_) return;
+        if (how_ == "unknown") throw 42;
+        throw std::runtime_error("deliberate failure in " + hook);
+    }
+
+private:
+    std::string hook_;
+    std::string how_;
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Thrower)
