@@ -139,16 +139,21 @@ th_control Session::dispatch(th_hook hook) {
 }
 
 // For on_exception and teardown: every plugin runs, whatever the others did.
-void Session::dispatch_unchecked(th_hook hook) {
+// Returns the first failure, if any, so the fit can still be marked failed.
+std::string Session::dispatch_unchecked(th_hook hook) {
     enter(static_cast<Phase>(hook));
+    std::string first_failure;
     for (auto& instance : instances_) {
         if (!instance->overrides(hook)) continue;
         plugin::HookOutcome outcome = instance->call(hook);
-        if (outcome.failed())
-            err_ << fmt::format("error: plugin '{}' failed in {}: {}\n", instance->name(), resources::hook_name(hook),
-                                outcome.message);
+        if (!outcome.failed()) continue;
+        std::string failure =
+            fmt::format("plugin '{}' failed in {}: {}", instance->name(), resources::hook_name(hook), outcome.message);
+        err_ << "error: " << failure << '\n';
+        if (first_failure.empty()) first_failure = std::move(failure);
     }
     enter(Phase::core);
+    return first_failure;
 }
 
 void Session::record_leaks(std::vector<resources::Leak> leaks) {
@@ -220,10 +225,14 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     if (!record.failure.empty()) {
         failure_ = record.failure;
         err_ << "error: " << record.failure << '\n';
-        dispatch_unchecked(TH_HOOK_EXCEPTION);
+        (void)dispatch_unchecked(TH_HOOK_EXCEPTION);
     }
     // Teardown always runs, for every created plugin, also those after a failing one.
-    dispatch_unchecked(TH_HOOK_TEARDOWN);
+    std::string teardown_failure = dispatch_unchecked(TH_HOOK_TEARDOWN);
+    if (record.failure.empty() && !teardown_failure.empty()) {
+        record.failure = teardown_failure;
+        record.failure_exit = kExitTraining;
+    }
     record.stop_reason = fit_->stop_reason;
     fit_.reset();  // the core gives back the model, its optimizer state and the batch buffers
     enter(Phase::teardown);

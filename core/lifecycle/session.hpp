@@ -93,7 +93,7 @@ private:
                       const std::vector<float>& targets);
     void evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks);
     th_control dispatch(th_hook hook);
-    void dispatch_unchecked(th_hook hook);
+    [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
     void enter(resources::Phase phase);
     void record_leaks(std::vector<resources::Leak> leaks);

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""PyTorch peer for bench/run.sh: trains the model a trainhost config describes.
+
+Reads the same TOML config as trainhost (layers, loss, Adam settings, batch size,
+data shape, validation split) and trains it on the CPU with the same data shape.
+For each epoch only the training loop is timed (shuffle, batching, forward,
+loss, backward, optimizer step; no validation); the median of the per-epoch
+samples/s is printed as "<config name> <samples/s>", one line per config.
+
+    torch_peer.py [--threads N] [--epochs E] CONFIG.toml...
+"""
+import argparse
+import gzip
+import pathlib
+import statistics
+import time
+import tomllib
+
+import numpy as np
+import torch
+from torch import nn
+
+FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"  # Debian's dataset-fashion-mnist
+
+
+def read_idx(path):
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    dims = raw[3]
+    shape = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(dims)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * dims).reshape(shape)
+
+
+def load_data(data, config_dir):
+    """Returns (features, labels or targets) for the training split."""
+    if data.get("dataset", "fashion_mnist") == "fashion_mnist":
+        directory = config_dir / data.get("path", FASHION_MNIST_DIR)
+        x = read_idx(directory / "train-images-idx3-ubyte.gz").reshape(-1, 784).astype(np.float32) / 255.0
+        y = read_idx(directory / "train-labels-idx1-ubyte.gz").astype(np.int64)
+        if data.get("limit", 0):
+            x, y = x[:data["limit"]], y[:data["limit"]]
+        x, y = torch.from_numpy(x), torch.from_numpy(y)
+    else:  # synthetic_autoencoder: the values do not matter for speed, only the shape
+        x = torch.rand(data.get("samples", 1024), data.get("width", 3072))
+        y = x
+    train = len(x) - int(len(x) * data.get("validation_fraction", 0.0))
+    return x[:train], y[:train]
+
+
+def build_model(layers, width):
+    modules = []
+    for layer in layers:
+        kind = layer["type"]
+        if kind == "dense":
+            modules.append(nn.Linear(width, layer["units"]))
+            width = layer["units"]
+        elif kind == "dropout":
+            modules.append(nn.Dropout(layer.get("rate", 0.5)))
+        else:
+            modules.append({"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "flatten": nn.Flatten}[kind]())
+    return nn.Sequential(*modules)
+
+
+def bench(config_path, epochs):
+    config = tomllib.loads(config_path.read_text())
+    data, opt = config.get("data", {}), config.get("optimizer", {})
+    if opt.get("type", "adam") != "adam":
+        raise SystemExit(f"{config_path}: torch_peer.py only implements adam")
+    torch.manual_seed(config.get("seed", 42))
+    x, y = load_data(data, config_path.parent)
+    model = build_model(config["model"]["layers"], x.shape[1])
+    loss_fn = {"cross_entropy": nn.CrossEntropyLoss, "bce_with_logits": nn.BCEWithLogitsLoss}[config["model"]["loss"]]()
+    optimizer = torch.optim.Adam(model.parameters(), lr=opt.get("lr", 1e-3), betas=(opt.get("beta1", 0.9), opt.get("beta2", 0.999)),
+                                 eps=opt.get("eps", 1e-8), weight_decay=opt.get("weight_decay", 0.0))
+    batch = data.get("batch_size", 64)
+    shuffle = data.get("shuffle", True)
+    model.train()
+    rates = []
+    for _ in range(epochs):
+        start = time.perf_counter()
+        order = torch.randperm(len(x)) if shuffle else torch.arange(len(x))
+        for i in range(0, len(x), batch):
+            index = order[i:i + batch]
+            optimizer.zero_grad(set_to_none=True)
+            loss = loss_fn(model(x[index]), y[index])
+            loss.backward()
+            optimizer.step()
+        rates.append(len(x) / (time.perf_counter() - start))
+    return statistics.median(rates)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("configs", nargs="+", type=pathlib.Path)
+    args = parser.parse_args()
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    for path in args.configs:
+        print(f"{path.stem} {bench(path, args.epochs):.1f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

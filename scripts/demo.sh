@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Set up, build, and train the Fashion-MNIST demo on the CPU with two plugins.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+cmake -S . -B build -G Ninja -DTRAINHOST_BUILD_TESTS=OFF >/dev/null
+ninja -C build trainhost progress early_stopping
+exec build/core/trainhost --config examples/fashion_mnist.toml --plugins=progress,early_stopping "$@"

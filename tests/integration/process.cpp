@@ -1,0 +1,85 @@
+#include "integration/process.hpp"
+
+#include <atomic>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace test_support {
+
+namespace fs = std::filesystem;
+
+std::string RunResult::last_line() const {
+    std::string text = out;
+    while (!text.empty() && text.back() == '\n') text.pop_back();
+    auto newline = text.rfind('\n');
+    return newline == std::string::npos ? text : text.substr(newline + 1);
+}
+
+std::string read_file(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+TempDir::TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() / ("trainhost-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
+    fs::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+}
+
+fs::path TempDir::write(const std::string& name, const std::string& text) const {
+    fs::path file = path_ / name;
+    std::ofstream(file, std::ios::binary) << text;
+    return file;
+}
+
+RunResult run_trainhost(const std::vector<std::string>& arguments) {
+    TempDir dir;
+    std::string command = std::string("'") + TRAINHOST_BINARY + "'";
+    for (const std::string& argument : arguments) {
+        std::string quoted;
+        for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+        command += " '" + quoted + "'";
+    }
+    command += " >" + (dir.path() / "out").string() + " 2>" + (dir.path() / "err").string() + " </dev/null";
+    const int status = std::system(command.c_str());
+    RunResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(dir.path() / "out");
+    result.err = read_file(dir.path() / "err");
+    return result;
+}
+
+std::string test_plugin(const std::string& name) { return std::string(TRAINHOST_TEST_PLUGIN_DIR) + "/" + name + ".so"; }
+
+std::string tiny_config(int epochs, const std::string& extra) {
+    return "seed = 7\nepochs = " + std::to_string(epochs) + R"(
+
+[data]
+dataset = "synthetic_autoencoder"
+samples = 40
+width = 8
+latent = 2
+batch_size = 16
+validation_fraction = 0.25
+
+[model]
+loss = "bce_with_logits"
+layers = [ { type = "dense", units = 4 }, { type = "tanh" }, { type = "dense", units = 8 } ]
+
+[optimizer]
+type = "adam"
+lr = 0.01
+)" + extra;
+}
+
+}  // namespace test_support

@@ -1,0 +1,41 @@
+// Runs the trainhost binary as a user would and captures what it printed.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace test_support {
+
+struct RunResult {
+    int exit_code = -1;
+    std::string out;
+    std::string err;
+    [[nodiscard]] std::string last_line() const;
+};
+
+// Arguments are passed through the shell; each is single-quoted.
+[[nodiscard]] RunResult run_trainhost(const std::vector<std::string>& arguments);
+
+// A fresh directory under the system temp dir, removed on destruction.
+class TempDir {
+public:
+    TempDir();
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    ~TempDir();
+    [[nodiscard]] const std::filesystem::path& path() const noexcept { return path_; }
+    // Writes `text` to path()/name and returns the full path.
+    std::filesystem::path write(const std::string& name, const std::string& text) const;
+
+private:
+    std::filesystem::path path_;
+};
+
+[[nodiscard]] std::string read_file(const std::filesystem::path& file);
+[[nodiscard]] std::string test_plugin(const std::string& name);  // path of a tests/plugins .so
+
+// A tiny synthetic run (2 training batches, 1 validation batch per epoch) plus `extra` TOML.
+[[nodiscard]] std::string tiny_config(int epochs = 1, const std::string& extra = "");
+
+}  // namespace test_support

@@ -1,0 +1,203 @@
+// The command line as a user meets it: every bad input has its message and exit code.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+TEST_CASE("--help and --version exit 0", "[cli]") {
+    auto help = run_trainhost({"--help"});
+    CHECK(help.exit_code == 0);
+    CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
+    auto version = run_trainhost({"--version"});
+    CHECK(version.exit_code == 0);
+    CHECK_THAT(version.out, Contains("plugin ABI 1.0"));
+}
+
+TEST_CASE("usage errors exit 1", "[cli]") {
+    auto unknown = run_trainhost({"--frobnicate"});
+    CHECK(unknown.exit_code == 1);
+    CHECK_THAT(unknown.err, Contains("--frobnicate"));
+    auto missing = run_trainhost({"--config", "/nonexistent/run.toml"});
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.err, Contains("/nonexistent/run.toml"));
+    auto no_config = run_trainhost({});
+    CHECK(no_config.exit_code == 1);
+    CHECK_THAT(no_config.err, Contains("--config FILE is required"));
+    TempDir dir;
+    auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
+    CHECK(cuda.exit_code == 1);
+    CHECK_THAT(cuda.err, Contains("no CUDA backend"));
+}
+
+TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
+    TempDir dir;
+    SECTION("invalid TOML") {
+        auto file = dir.write("bad.toml", "seed = 1\nepochs = = 3\n");
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(file.string() + ":2:") && Contains("invalid TOML"));
+    }
+    SECTION("unknown key with a suggestion") {
+        auto file = dir.write("typo.toml", tiny_config(1, "") + "\n");
+        std::string text = test_support::read_file(file);
+        text.replace(text.find("lr = 0.01"), 9, "lrr = 0.01");
+        dir.write("typo.toml", text);
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("typo.toml:") && Contains("unknown key 'lrr' in [optimizer]; did you mean 'lr'?"));
+    }
+    SECTION("wrong type") {
+        auto file = dir.write("type.toml", "epochs = \"three\"\n" + tiny_config().substr(tiny_config().find("\n[data]")));
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("type.toml:1:10") && Contains("epochs: expected an integer, found a string"));
+    }
+}
+
+TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    SECTION("name not on the search path lists the path") {
+        auto run = run_trainhost({"--config", config, "--plugins=no_such_plugin"});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin 'no_such_plugin' not found; searched:") && Contains("/plugins"));
+    }
+    SECTION("missing file") {
+        auto run = run_trainhost({"--config", config, "--plugins=/nonexistent/x.so"});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin file '/nonexistent/x.so' not found"));
+    }
+    SECTION("a shared library that is not a plugin") {
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("not_a_plugin")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("not a trainhost plugin: no 'trainhost_plugin_entry' symbol in section 'thplugin'"));
+    }
+    SECTION("a file that is not ELF at all") {
+        auto fake = dir.write("fake.so", "this is text, not a library\n");
+        auto run = run_trainhost({"--config", config, "--plugins=" + fake.string()});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("fake.so: not a plugin"));
+    }
+    SECTION("ABI mismatch names both versions") {
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.0"));
+    }
+    SECTION("create() refused carries the plugin's own message") {
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"));
+    }
+    SECTION("the same plugin twice") {
+        auto run = run_trainhost({"--config", config, "--plugins=progress,progress"});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin 'progress' is named twice in --plugins"));
+    }
+}
+
+TEST_CASE("plugin options are checked against the schema before create", "[cli][options]") {
+    TempDir dir;
+    SECTION("unknown option") {
+        auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\npatiense = 3\n")).string();
+        auto run = run_trainhost({"--config", config, "--plugins=early_stopping"});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("run.toml:") &&
+                                Contains("unknown key 'patiense' in [plugins.early_stopping]; did you mean 'patience'?"));
+    }
+    SECTION("mistyped option") {
+        auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\npatience = \"3\"\n")).string();
+        auto run = run_trainhost({"--config", config, "--plugins=early_stopping"});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("[plugins.early_stopping] patience: expected an integer, found a string"));
+    }
+}
+
+TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
+    auto run = run_trainhost({"list-plugins"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("progress") && Contains("early_stopping"));
+}
+
+TEST_CASE("a leaking plugin fails the run with exit 3 and is named", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2)).string();
+    auto report = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_leaky kind=device_memory bytes=4096 tag=forgotten scope=fit "
+                                 "acquired_in=setup"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    REQUIRE(json["violations"].size() == 1);
+    CHECK(json["violations"][0]["plugin"] == "test_leaky");
+    CHECK(json["violations"][0]["bytes"] == 4096);
+    CHECK(json["violations"][0]["tag"] == "forgotten");
+    CHECK(json["exit_code"] == 3);
+}
+
+TEST_CASE("a step-scoped leak is caught at the first batch_end", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_leaky]\nscope = \"step\"\nhook = \"batch_start\"\n"))
+                      .string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("scope=step acquired_in=batch_start fit=0 epoch=0 step=0") &&
+                            Contains("detected_at=batch_end"));
+}
+
+TEST_CASE("a double free is refused, counted and fails the run", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\ndouble_free = true\n")).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.last_line(), Contains("1 misuse") && Contains("test_leaky double_free"));
+}
+
+TEST_CASE("policy warn reports the leak and exits 0", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"warn\"\n")).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_leaky"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION"));
+}
+
+TEST_CASE("a clean run reports per-epoch metrics and a clean verdict", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2)).string();
+    auto report = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config, "--plugins=progress,early_stopping", "--report", report.string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("epoch 1/2:") && Contains("epoch 2/2:"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["violations"].empty());
+    REQUIRE(json["fits"][0]["epochs"].size() == 2);
+    for (const auto& epoch : json["fits"][0]["epochs"]) {
+        CHECK(epoch["metrics"]["train_loss"].get<double>() > 0);
+        CHECK(epoch["metrics"]["val_loss"].get<double>() > 0);
+    }
+}
+
+TEST_CASE("a run is deterministic for a seed", "[cli][determinism]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2)).string();
+    auto first = dir.path() / "a.json";
+    auto second = dir.path() / "b.json";
+    REQUIRE(run_trainhost({"--config", config, "--report", first.string()}).exit_code == 0);
+    REQUIRE(run_trainhost({"--config", config, "--report", second.string()}).exit_code == 0);
+    auto a = nlohmann::json::parse(test_support::read_file(first))["fits"][0]["final_metrics"];
+    auto b = nlohmann::json::parse(test_support::read_file(second))["fits"][0]["final_metrics"];
+    CHECK(a["train_loss"] == b["train_loss"]);
+    CHECK(a["val_loss"] == b["val_loss"]);
+    REQUIRE(run_trainhost({"--config", config, "--seed", "8", "--report", second.string()}).exit_code == 0);
+    auto c = nlohmann::json::parse(test_support::read_file(second))["fits"][0]["final_metrics"];
+    CHECK(a["train_loss"] != c["train_loss"]);
+}

@@ -1,0 +1,115 @@
+// The hook order is a contract: these tests pin it, on success and on failure.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <sstream>
+
+using Catch::Matchers::Contains;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::stringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+std::vector<std::string> prefixed(const std::string& plugin, const std::vector<std::string>& hooks) {
+    std::vector<std::string> lines;
+    for (const auto& hook : hooks) lines.push_back(plugin + ":" + hook);
+    return lines;
+}
+
+const std::vector<std::string> kTrainBatch = {"batch_start",           "before_backward",      "after_backward",
+                                              "before_optimizer_step", "after_optimizer_step", "batch_end"};
+
+}  // namespace
+
+TEST_CASE("hooks run in the documented order", "[lifecycle]") {
+    TempDir dir;
+    auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_recorder]\nfile = \"" + log.string() + "\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder")});
+    REQUIRE(run.exit_code == 0);
+    std::vector<std::string> expected = {"create", "setup", "to_device", "fit_start", "epoch_start"};
+    for (int batch = 0; batch < 2; ++batch) expected.insert(expected.end(), kTrainBatch.begin(), kTrainBatch.end());
+    for (const char* hook : {"validation_start", "val_batch_start", "val_batch_end", "validation_end", "epoch_end",
+                             "fit_end", "teardown", "destroy"})
+        expected.push_back(hook);
+    CHECK(lines_of(test_support::read_file(log)) == prefixed("test_recorder", expected));
+}
+
+TEST_CASE("a stop request ends the fit after that epoch's end", "[lifecycle]") {
+    TempDir dir;
+    auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(5, "\n[plugins.test_recorder]\nfile = \"" + log.string() +
+                                                           "\"\nstop_at_epoch = 1\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder")});
+    REQUIRE(run.exit_code == 0);
+    auto lines = lines_of(test_support::read_file(log));
+    CHECK(std::count(lines.begin(), lines.end(), "test_recorder:epoch_end") == 2);
+    CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs") && Contains("stopped by test_recorder: asked to stop"));
+}
+
+TEST_CASE("early_stopping stops when the monitored metric does not improve", "[lifecycle][plugins]") {
+    TempDir dir;
+    // lr 0: val_loss never changes, so with patience 1 the fit stops after epoch 2.
+    std::string text = tiny_config(6, "\n[plugins.early_stopping]\npatience = 1\n");
+    text.replace(text.find("lr = 0.01"), 9, "lr = 0.0");
+    auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), "--plugins=early_stopping"});
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs") && Contains("val_loss did not improve"));
+}
+
+TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", "[lifecycle][faults]") {
+    const std::vector<std::string> hooks = {"setup",
+                                            "to_device",
+                                            "fit_start",
+                                            "epoch_start",
+                                            "batch_start",
+                                            "before_backward",
+                                            "after_backward",
+                                            "before_optimizer_step",
+                                            "after_optimizer_step",
+                                            "batch_end",
+                                            "validation_start",
+                                            "val_batch_start",
+                                            "val_batch_end",
+                                            "validation_end",
+                                            "epoch_end",
+                                            "fit_end",
+                                            "teardown"};
+    for (const std::string& how : {std::string("throw"), std::string("unknown")}) {
+        for (const std::string& hook : hooks) {
+            DYNAMIC_SECTION(how << " in " << hook) {
+                TempDir dir;
+                auto log = dir.path() / "hooks.log";
+                // Recorder first, thrower second, recorder-like logging in both.
+                auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_recorder]\nfile = \"" + log.string() +
+                                                                       "\"\n[plugins.test_thrower]\nfile = \"" +
+                                                                       log.string() + "\"\nhook = \"" + hook +
+                                                                       "\"\nhow = \"" + how + "\"\n"));
+                auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder") +
+                                                                           "," + test_plugin("test_thrower")});
+                CHECK(run.exit_code == 4);
+                CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + hook + ": " +
+                                             (how == "throw" ? "deliberate failure in " + hook : "unknown exception")));
+                CHECK_THAT(run.last_line(), Contains("resources: clean"));
+                auto lines = lines_of(test_support::read_file(log));
+                auto count = [&](const std::string& line) { return std::count(lines.begin(), lines.end(), line); };
+                for (const char* plugin : {"test_recorder", "test_thrower"}) {
+                    CHECK(count(std::string(plugin) + ":teardown") == 1);
+                    CHECK(count(std::string(plugin) + ":destroy") == 1);
+                    CHECK(count(std::string(plugin) + ":exception") == (hook == "teardown" ? 0 : 1));
+                }
+                // Nothing of the normal path runs after the failure.
+                if (hook != "teardown" && hook != "fit_end") CHECK(count("test_recorder:fit_end") == 0);
+            }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+#include "config/run_config.hpp"
+#include "config/table_reader.hpp"
+#include "errors.hpp"
+
+#include <catch2/catch.hpp>
+
+using trainhost::ConfigError;
+using trainhost::config::parse_run_config;
+
+TEST_CASE("a full config is read with its values", "[config]") {
+    auto config = parse_run_config(R"(seed = 3
+epochs = 4
+[data]
+dataset = "synthetic_autoencoder"
+samples = 100
+batch_size = 10
+[model]
+loss = "mse"
+layers = [ { type = "dense", units = 5 }, { type = "dropout", rate = 0.25 }, { type = "sigmoid" } ]
+[optimizer]
+type = "sgd"
+lr = 0.5
+momentum = 0.9
+nesterov = true
+[resources]
+on_violation = "warn"
+[plugins.early_stopping]
+patience = 2
+)",
+                                   "run.toml");
+    CHECK(config.seed == 3);
+    CHECK(config.epochs == 4);
+    CHECK(config.data.samples == 100);
+    CHECK(config.model.loss == "mse");
+    REQUIRE(config.model.layers.size() == 3);
+    CHECK(config.model.layers[1].rate == 0.25);
+    CHECK(config.optimizer.nesterov);
+    CHECK(config.on_violation == trainhost::resources::ViolationPolicy::warn);
+    CHECK(config.plugin_tables.count("early_stopping") == 1);
+}
+
+TEST_CASE("config errors point at the spot", "[config]") {
+    const std::string model = "[model]\nlayers = [ { type = \"dense\", units = 10 } ]\n";
+    CHECK_THROWS_WITH(parse_run_config("seeed = 1\n" + model, "r.toml"),
+                      "r.toml:1:1: unknown key 'seeed' in run config; did you mean 'seed'?");
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dens\", units = 10 } ]\n", "r.toml"),
+                      Catch::Contains("r.toml:2:21") && Catch::Contains("did you mean \"dense\"?"));
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dense\" } ]\n", "r.toml"),
+                      Catch::Contains("units: missing"));
+    CHECK_THROWS_WITH(parse_run_config("epochs = -1\n" + model, "r.toml"),
+                      "r.toml:1:10: run config epochs: -1 is out of range [0, 1000000]");
+    CHECK_THROWS_WITH(parse_run_config("seed = 1\n", "r.toml"), Catch::Contains("needs a [model] table"));
+    CHECK_THROWS_WITH(parse_run_config(model + "[optimizer]\ntype = \"sgd\"\nbeta1 = 0.9\n", "r.toml"),
+                      Catch::Contains("unknown key 'beta1' in [optimizer]"));
+    CHECK_THROWS_AS(parse_run_config("[[[", "r.toml"), ConfigError);
+}
+
+TEST_CASE("suggestions only for plausible typos", "[config]") {
+    using trainhost::config::nearest;
+    CHECK(nearest("patiense", {"patience", "monitor"}) == "patience");
+    CHECK_FALSE(nearest("zzzzzzzz", {"patience", "monitor"}).has_value());
+}

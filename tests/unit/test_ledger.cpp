@@ -1,0 +1,100 @@
+#include "device/cpu/cpu_memory_resource.hpp"
+#include "resources/ledger.hpp"
+
+#include <catch2/catch.hpp>
+
+using namespace trainhost;
+using resources::Ledger;
+using resources::MisuseKind;
+using resources::ResourceError;
+using resources::ViolationPolicy;
+
+TEST_CASE("ledger attributes memory to its owner and gives it back", "[ledger]") {
+    device::CpuMemoryResource memory;
+    Ledger ledger(memory);
+    const auto plugin = ledger.register_owner("pruning");
+    th_handle a = ledger.acquire(plugin, TH_RESOURCE_DEVICE_MEMORY, 1000, TH_SCOPE_FIT, "originals");
+    th_handle b = ledger.acquire(resources::kCoreOwner, TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "weights");
+    CHECK(ledger.usage(plugin).bytes_in_use == 1000);
+    CHECK(ledger.usage(plugin).bytes_reserved == 1024);  // 64-byte rounding
+    CHECK(memory.stats().in_use == 1064);
+    ledger.release(plugin, a);
+    ledger.release(resources::kCoreOwner, b);
+    CHECK(ledger.usage(plugin).bytes_in_use == 0);
+    CHECK(ledger.usage(plugin).peak_bytes_in_use == 1000);
+    CHECK(memory.stats().in_use == 0);
+    CHECK(memory.stats().reserved == 0);
+    CHECK(ledger.misuses().empty());
+}
+
+TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
+    device::CpuMemoryResource memory;
+    Ledger ledger(memory);
+    const auto alice = ledger.register_owner("alice");
+    const auto bob = ledger.register_owner("bob");
+    th_handle handle = ledger.acquire(alice, TH_RESOURCE_DEVICE_MEMORY, 128, TH_SCOPE_EPOCH, "x");
+
+    SECTION("freeing another owner's handle") {
+        CHECK_THROWS_WITH(ledger.release(bob, handle), Catch::Contains("belongs to alice"));
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::foreign_handle);
+        CHECK(ledger.usage(alice).bytes_in_use == 128);  // still alice's
+        ledger.release(alice, handle);
+    }
+    SECTION("double free") {
+        ledger.release(alice, handle);
+        CHECK_THROWS_AS(ledger.release(alice, handle), ResourceError);
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
+        CHECK(memory.stats().in_use == 0);  // never negative, never freed twice
+    }
+    SECTION("unknown handle") {
+        CHECK_THROWS_AS(ledger.release(alice, th_handle{999999, 1, 0}), ResourceError);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::unknown_handle);
+        ledger.release(alice, handle);
+    }
+    SECTION("access out of range") {
+        CHECK_THROWS_WITH((void)ledger.address(alice, handle, 100, 64), Catch::Contains("which holds 128 bytes"));
+        CHECK(ledger.misuses()[0].kind == MisuseKind::out_of_range);
+        ledger.release(alice, handle);
+    }
+    SECTION("use after reclaim") {
+        auto leaks = ledger.end_scope(TH_SCOPE_EPOCH, "epoch_end", ViolationPolicy::fail);
+        REQUIRE(leaks.size() == 1);
+        CHECK(leaks[0].owner == "alice");
+        CHECK(memory.stats().in_use == 0);
+        CHECK_THROWS_WITH((void)ledger.address(alice, handle, 0, 4), Catch::Contains("reclaimed"));
+        CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
+    }
+}
+
+TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", "[ledger]") {
+    device::CpuMemoryResource memory;
+    Ledger ledger(memory);
+    const auto owner = ledger.register_owner("p");
+    ledger.set_position(resources::Phase::setup, {2, 3, 40});
+    th_handle step = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 16, TH_SCOPE_STEP, "s");
+    th_handle fit = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 32, TH_SCOPE_FIT, "f");
+    auto leaks = ledger.end_scope(TH_SCOPE_STEP, "batch_end", ViolationPolicy::ignore);
+    REQUIRE(leaks.size() == 1);
+    CHECK(leaks[0].lease.id == step.id);
+    CHECK(resources::format_leak(leaks[0]) ==
+          "leak: plugin=p kind=device_memory bytes=16 tag=s scope=step acquired_in=setup fit=2 epoch=3 step=40 id=" +
+              std::to_string(step.id) + " detected_at=batch_end");
+    // ignore leaves it in place; promote moves it out of the step scope.
+    ledger.promote(owner, step, TH_SCOPE_EPOCH);
+    CHECK(ledger.end_scope(TH_SCOPE_STEP, "batch_end", ViolationPolicy::fail).empty());
+    CHECK_THROWS_AS(ledger.promote(owner, fit, TH_SCOPE_STEP), ResourceError);  // never narrower
+    CHECK(ledger.end_owner(owner, TH_SCOPE_PLUGIN, "destroy", ViolationPolicy::fail).size() == 2);
+    CHECK(ledger.live_leases() == 0);
+    CHECK(memory.stats().in_use == 0);
+}
+
+TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
+    device::CpuMemoryResource memory;
+    Ledger ledger(memory);
+    const auto owner = ledger.register_owner("p");
+    CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_SESSION, ""),
+                      Catch::Contains("cannot outlive the plugin"));
+    CHECK_THROWS_AS(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 0, TH_SCOPE_FIT, ""), ResourceError);
+}
