@@ -164,6 +164,7 @@ void Session::record_leaks(std::vector<resources::Leak> leaks) {
 }
 
 void Session::check_scope(th_scope scope, std::string_view boundary) {
+    if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     auto leaks = ledger_->end_scope(scope, boundary, options_.config.on_violation);
     if (leaks.empty()) return;
     std::string first = resources::format_leak(leaks.front());
@@ -218,6 +219,9 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     } catch (const PluginLoadError& e) {
         record.failure = e.what();
         record.failure_exit = kExitPluginLoad;
+    } catch (const ConfigError& e) {
+        record.failure = e.what();
+        record.failure_exit = kExitUsage;
     } catch (const std::exception& e) {
         record.failure = e.what();
         record.failure_exit = kExitTraining;
@@ -236,11 +240,14 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     record.stop_reason = fit_->stop_reason;
     fit_.reset();  // the core gives back the model, its optimizer state and the batch buffers
     enter(Phase::teardown);
-    record_leaks(ledger_->end_scope(TH_SCOPE_FIT, "teardown", options_.config.on_violation));
+    const auto policy = options_.config.on_violation;
+    if (policy != resources::ViolationPolicy::ignore)
+        record_leaks(ledger_->end_scope(TH_SCOPE_FIT, "teardown", policy));
     for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
         enter(Phase::destroy);
         (*it)->destroy();
-        record_leaks(ledger_->end_owner((*it)->owner(), TH_SCOPE_PLUGIN, "destroy", options_.config.on_violation));
+        // The owner is gone: whatever it still holds is reclaimed whatever the policy.
+        record_leaks(ledger_->end_owner((*it)->owner(), TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::warn));
     }
     instances_.clear();
     enter(Phase::core);

@@ -34,6 +34,20 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
     CHECK(cuda.exit_code == 1);
     CHECK_THAT(cuda.err, Contains("no CUDA backend"));
+    std::string misfit = tiny_config();
+    misfit.replace(misfit.find("units = 8"), 9, "units = 5");
+    auto shape = run_trainhost({"--config", dir.write("misfit.toml", misfit).string()});
+    CHECK(shape.exit_code == 1);
+    CHECK_THAT(shape.err, Contains("[model] the last layer has width 5, but the data needs 8 outputs"));
+}
+
+TEST_CASE("policy ignore does not fail the run but still reclaims at destroy", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"ignore\"\n")).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 0);
+    CHECK(run.err.find("leak:") == std::string::npos);
+    CHECK_THAT(run.last_line(), Contains("1 leak") && Contains("policy ignore"));
 }
 
 TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
