@@ -1,0 +1,27 @@
+// The README's main demo, end to end: it must learn, print each epoch and end clean.
+#include "data/idx_reader.hpp"
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+
+TEST_CASE("the Fashion-MNIST demo reaches 0.85 test accuracy in 3 epochs", "[demo]") {
+    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); demo not run");
+        return;
+    }
+    test_support::TempDir dir;
+    auto report = dir.path() / "report.json";
+    auto run = test_support::run_trainhost({"--config", std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml",
+                                            "--plugins=progress,early_stopping", "--report", report.string()});
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("epoch 1/3:") && Contains("epoch 3/3:") && Contains("test_accuracy="));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["fits"][0]["epochs"].size() == 3);
+    CHECK(json["fits"][0]["final_metrics"]["test_accuracy"].get<double>() >= 0.85);
+}
