@@ -30,28 +30,34 @@ fi
 if [[ ! -f build-bench/build.ninja ]]; then
     cmake -S . -B build-bench -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINHOST_BUILD_TESTS=OFF >/dev/null
 fi
-ninja -C build-bench -j "${JOBS:-1}" --quiet trainhost
+ninja -C build-bench -j "${JOBS:-1}" --quiet trainhost >&2 \
+    || { echo "bench/run.sh: building trainhost in build-bench failed (see above)" >&2; exit 1; }
 
+read -r load _ 2>/dev/null </proc/loadavg || load="?"  # other work on the machine skews figures
 export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
+# PyTorch's OpenMP workers spin while idle and then fight OpenBLAS's threads for the
+# same cores; on 2 busy cores that made its 2-thread MLP ~10x slower than with
+# PASSIVE, which lets idle workers sleep (see bench/README.md).
+export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
 configs=(bench/configs/mlp_fashion_mnist.toml bench/configs/autoencoder.toml)
 
+# trainhost and PyTorch alternate per workload so that both see similar background load.
 for config in "${configs[@]}"; do
     name=$(basename "$config" .toml)
-    echo "trainhost: $name ($epochs epochs, $threads threads)" >&2
+    echo "$name: trainhost, then pytorch ($epochs epochs, $threads threads)" >&2
     build-bench/core/trainhost --config "$config" --device cpu --epochs "$epochs" \
         --report "$workdir/$name.json" >"$workdir/$name.log" 2>&1 \
         || { cat "$workdir/$name.log" >&2; exit 1; }
+    "$python" bench/torch_peer.py --threads "$threads" --epochs "$epochs" "$config" >>"$workdir/torch.txt"
 done
-echo "pytorch: ${configs[*]} ($epochs epochs, $threads threads)" >&2
-"$python" bench/torch_peer.py --threads "$threads" --epochs "$epochs" "${configs[@]}" >"$workdir/torch.txt"
 
-"$python" - "$workdir" "$threads" <<'EOF'
+"$python" - "$workdir" "$threads" "$load" <<'EOF'
 import json, pathlib, statistics, sys
-workdir, threads = pathlib.Path(sys.argv[1]), sys.argv[2]
+workdir, threads, load = pathlib.Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 torch = dict(line.split() for line in (workdir / "torch.txt").read_text().splitlines())
-print(f"\nmedian training samples/s per epoch, {threads} threads\n")
+print(f"\nmedian training samples/s per epoch, {threads} threads, load average {load} before the run\n")
 print(f"| {'workload':<18} | {'trainhost samples/s':>19} | {'pytorch samples/s':>17} | {'ratio (trainhost/pytorch)':>25} |")
 print(f"|{'-' * 20}|{'-' * 20}:|{'-' * 18}:|{'-' * 26}:|")
 for name, peer in torch.items():

@@ -101,7 +101,12 @@ int main(int argc, char** argv) {
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(CLI::Range(0, 1000000));
     app.add_option("--seed", args.seed, "override the config's seed");
-    app.add_option("--device", args.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
+        ->check(CLI::Validator(
+            [](std::string& name) {
+                return config::is_device_name(name) ? std::string() : "not a device (auto, cpu, cpu:N, cuda, cuda:N)";
+            },
+            "DEVICE"));
     app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
         ->check(CLI::Range(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");

@@ -3,6 +3,7 @@
 #include "config/table_reader.hpp"
 #include "errors.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
 #include <sstream>
@@ -99,6 +100,7 @@ void read_resources(TableReader& root, RunConfig& config) {
     config.on_violation = policy == "fail"   ? resources::ViolationPolicy::fail
                           : policy == "warn" ? resources::ViolationPolicy::warn
                                              : resources::ViolationPolicy::ignore;
+    config.allocation_stacks = reader.boolean("allocation_stacks").value_or(false);
     reader.reject_unknown_keys();
 }
 
@@ -116,6 +118,16 @@ void read_plugin_tables(TableReader& root, RunConfig& config) {
 
 }  // namespace
 
+bool is_device_name(std::string_view name) {
+    if (name == "auto" || name == "cpu" || name == "cuda") return true;
+    for (std::string_view prefix : {"cpu:", "cuda:"}) {
+        if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 3) continue;
+        std::string_view ordinal = name.substr(prefix.size());
+        return std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
+    }
+    return false;
+}
+
 RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file) {
     toml::table root;
     try {
@@ -128,7 +140,9 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     TableReader reader(root, "run config", file);
     config.seed = static_cast<std::uint64_t>(reader.integer_in("seed", 42, 0, INT64_MAX));
     config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, 1'000'000));
-    config.device = reader.one_of("device", "auto", {"auto", "cpu", "cuda"});
+    config.device = reader.string("device").value_or("auto");
+    if (!is_device_name(config.device))
+        reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));
     config.threads = static_cast<int>(reader.integer_in("threads", 0, 0, 1024));
     read_data(reader, config);
     read_model(reader, config);

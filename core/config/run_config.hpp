@@ -58,14 +58,17 @@ struct RunConfig {
     std::filesystem::path file;
     std::uint64_t seed = 42;
     std::uint32_t epochs = 1;
-    std::string device = "auto";
+    std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     int threads = 0;  // 0 = the BLAS library's default
     DataSpec data;
     ModelSpec model;
     OptimizerSpec optimizer;
     resources::ViolationPolicy on_violation = resources::ViolationPolicy::fail;
+    bool allocation_stacks = false;  // record where each lease was taken (costly)
     std::map<std::string, toml::table> plugin_tables;
 };
+
+[[nodiscard]] bool is_device_name(std::string_view name);
 
 // Throws ConfigError with file:line:column for every problem it finds first.
 [[nodiscard]] RunConfig load_run_config(const std::filesystem::path& file);

@@ -1,7 +1,6 @@
 #include "lifecycle/session.hpp"
 
-#include "device/cpu/cpu_backend.hpp"
-#include "device/cpu/cpu_memory_resource.hpp"
+#include "device/cpu/cpu_device.hpp"
 #include "errors.hpp"
 #include "data/idx_reader.hpp"
 #include "data/synthetic.hpp"
@@ -9,6 +8,7 @@
 #include "lifecycle/verdict.hpp"
 
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <fmt/format.h>
 #include <fmt/ostream.h>
@@ -18,6 +18,10 @@
 namespace trainhost::lifecycle {
 
 using resources::Phase;
+
+namespace {
+constexpr unsigned kLogicalCpuDevices = 4;
+}  // namespace
 
 // Everything that lives exactly as long as one fit.
 struct Session::FitState {
@@ -47,19 +51,29 @@ private:
 Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     : options_(std::move(options)), out_(out), err_(err) {
     const config::RunConfig& config = options_.config;
-    if (config.device == "cuda")
+    if (config.device.starts_with("cuda"))
         throw ConfigError("--device cuda: this build of trainhost has no CUDA backend yet; use --device cpu or auto");
-    if (config.device == "auto" && options_.verbose) out_ << "device: auto -> cpu (no CUDA backend in this build)\n";
-    memory_ = std::make_unique<device::CpuMemoryResource>();
-    backend_ = std::make_unique<device::CpuBackend>();
-    ledger_ = std::make_unique<resources::Ledger>(*memory_);
-    device_name_ = memory_->device_name();
+    if (config.device == "auto" && options_.verbose) out_ << "device: auto -> cpu:0 (no CUDA backend in this build)\n";
+    std::vector<device::Device*> raw;
+    for (unsigned ordinal = 0; ordinal < kLogicalCpuDevices; ++ordinal) {
+        devices_.push_back(std::make_unique<device::CpuDevice>(ordinal));
+        raw.push_back(devices_.back().get());
+    }
+    ledger_ = std::make_unique<resources::Ledger>(std::move(raw));
+    const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
+    ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
+    try {
+        home_device_ = config.device == "auto" ? 0 : device_index(config.device);
+    } catch (const resources::ResourceError& e) {
+        throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
+    }
+    model_device_ = home_device_;
     if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
     state_.struct_size = sizeof state_;
     state_.seed = config.seed;
     state_.max_epochs = config.epochs;
     state_.batch_size = config.data.batch_size;
-    state_.device = device_name_.c_str();
+    state_.device = devices_[model_device_]->name().c_str();
     load_data();
     load_plugins();
 }
@@ -100,10 +114,11 @@ void Session::load_plugins() {
     // Options are validated for every plugin before any fit starts: a typo fails fast.
     for (const auto& library : libraries_) {
         auto table = options_.config.plugin_tables.find(std::string(library->name()));
-        (void)plugin::validate_options(library->entry(),
-                                       table == options_.config.plugin_tables.end() ? nullptr : &table->second,
-                                       options_.config.file);
+        auto values = plugin::validate_options(library->entry(),
+                                               table == options_.config.plugin_tables.end() ? nullptr : &table->second,
+                                               options_.config.file);
         owners_.push_back(ledger_->register_owner(std::string(library->name())));
+        ledger_->set_budget(owners_.back(), values.device_memory_limit());
     }
     for (const auto& [name, table] : options_.config.plugin_tables)
         if (!names.contains(name))
@@ -251,6 +266,11 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     }
     instances_.clear();
     enter(Phase::core);
+    for (auto& dev : devices_) {
+        dev->synchronize();
+        dev->memory().trim();
+    }
+    record.after_teardown = memory_snapshot();
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
 }
 
@@ -259,15 +279,19 @@ void Session::train_fit(FitRecord& record) {
     FitState& fit = *fit_;
     const std::size_t rows = config.data.batch_size;
     const std::size_t output_width = train_.classes > 0 ? train_.classes : train_.target_width;
-    nn::LayerContext context{*backend_, *ledger_, rows};
+    model_device_ = home_device_;
+    state_.device = devices_[model_device_]->name().c_str();
+    device::Backend& backend = model_device_ref().backend();
+    nn::LayerContext context{backend, *ledger_, rows, model_device_};
     fit.loss = nn::loss_kind(config.model.loss);
     if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
         throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
     fit.model = std::make_unique<nn::Model>(config.model, train_.feature_width(), output_width, context, config.seed);
-    fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, *backend_, *ledger_);
-    if (train_.classes > 0) fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels");
+    fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
+    if (train_.classes > 0)
+        fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels", model_device_);
     if (train_.target_width > 0)
-        fit.targets = nn::Tensor(*ledger_, {rows, train_.target_width}, TH_SCOPE_FIT, "batch.targets");
+        fit.targets = nn::Tensor(*ledger_, {rows, train_.target_width}, TH_SCOPE_FIT, "batch.targets", model_device_);
     fit.host_features.resize(rows * train_.feature_width());
     fit.host_labels.resize(train_.classes > 0 ? rows : 0);
     fit.host_targets.resize(rows * train_.target_width);
@@ -275,7 +299,9 @@ void Session::train_fit(FitRecord& record) {
 
     dispatch(TH_HOOK_SETUP);
     dispatch(TH_HOOK_TO_DEVICE);
+    apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
+    apply_pending_move();
     for (std::uint32_t epoch = 0; epoch < config.epochs && !fit.stop_requested; ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
@@ -285,8 +311,7 @@ void Session::train_fit(FitRecord& record) {
         if (!fit.stop_requested && validation_.count > 0) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
-        const device::MemoryStats stats = memory_->stats();
-        record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, stats.in_use, stats.reserved});
+        record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot()});
     }
     if (test_) evaluate(*test_, "test", false);
     dispatch(TH_HOOK_FIT_END);
@@ -299,6 +324,7 @@ void Session::train_epoch() {
     fit.batcher->start_epoch(state_.epoch);
     state_.batches_in_epoch = fit.batcher->batches();
     dispatch(TH_HOOK_EPOCH_START);
+    apply_pending_move();
     double loss_sum = 0;
     std::size_t correct = 0;
     for (std::size_t b = 0; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
@@ -309,7 +335,7 @@ void Session::train_epoch() {
             upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
             fit.model->forward(rows, true);
             std::size_t batch_correct = 0;
-            const double loss = backend_->loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
+            const double loss = model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
                                                fit.targets.data(), rows, fit.model->output_width(),
                                                fit.model->output_grad(), &batch_correct);
             if (!std::isfinite(loss))
@@ -340,9 +366,10 @@ void Session::train_epoch() {
 void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
                            const std::vector<float>& targets) {
     FitState& fit = *fit_;
-    memory_->copy_from_host(fit.model->input(), features.data(), rows * train_.feature_width() * sizeof(float));
-    if (!labels.empty()) memory_->copy_from_host(fit.labels.as<std::int32_t>(), labels.data(), rows * sizeof(std::int32_t));
-    if (!targets.empty()) memory_->copy_from_host(fit.targets.data(), targets.data(), rows * train_.target_width * sizeof(float));
+    device::MemoryResource& memory = model_device_ref().memory();
+    memory.copy_from_host(fit.model->input(), features.data(), rows * train_.feature_width() * sizeof(float));
+    if (!labels.empty()) memory.copy_from_host(fit.labels.as<std::int32_t>(), labels.data(), rows * sizeof(std::int32_t));
+    if (!targets.empty()) memory.copy_from_host(fit.targets.data(), targets.data(), rows * train_.target_width * sizeof(float));
 }
 
 void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks) {
@@ -364,7 +391,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         upload_batch(rows, features, labels, targets);
         fit.model->forward(rows, false);
         std::size_t batch_correct = 0;
-        loss_sum += static_cast<double>(rows) * backend_->loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
+        loss_sum += static_cast<double>(rows) * model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
                                                                fit.targets.data(), rows, fit.model->output_width(),
                                                                nullptr, &batch_correct);
         correct += batch_correct;
@@ -375,6 +402,73 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
     if (dataset.classes > 0)
         metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
+}
+
+device::DeviceIndex Session::device_index(std::string_view name) const {
+    const std::string wanted = name == "cpu" ? std::string("cpu:0") : std::string(name);
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
+        if (devices_[i]->name() == wanted) return i;
+    std::vector<std::string> names;
+    for (const auto& dev : devices_) names.push_back(dev->name());
+    throw resources::ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device '{}' in this run (devices: {}{})", name,
+                                                                    fmt::join(names, ", "),
+                                                                    wanted.starts_with("cuda")
+                                                                        ? "; this build has no CUDA backend"
+                                                                        : ""));
+}
+
+void Session::request_move(resources::OwnerId, std::string_view device) {
+    // auto: the best device this build has; with the CPU backend only, where the model started.
+    pending_move_ = device == "auto" ? home_device_ : device_index(device);
+}
+
+// The core owns every move: parameters, gradients, activations, optimizer state and
+// attached plugin state go together, the old buffers are freed before this returns,
+// and nothing of the model may be left behind.
+void Session::apply_pending_move() {
+    if (!pending_move_) return;
+    const device::DeviceIndex target = *std::exchange(pending_move_, std::nullopt);
+    if (target == model_device_) return;
+    const device::DeviceIndex source = model_device_;
+    FitState& fit = *fit_;
+    device::Backend& backend = devices_[target]->backend();
+    fit.model->move_to(target, backend);
+    fit.optimizer->move_to(target, backend);
+    fit.labels.move_to(target);
+    fit.targets.move_to(target);
+    ledger_->relocate_attached(target);
+    model_device_ = target;
+    state_.device = devices_[target]->name().c_str();
+    if (options_.verbose)
+        out_ << fmt::format("moved the model from {} to {}\n", devices_[source]->name(), devices_[target]->name());
+    for (const resources::LeaseRecord& lease : ledger_->leases_on(source))
+        if (lease.owner == resources::kCoreOwner && lease.scope <= TH_SCOPE_FIT)
+            throw FitFailure(fmt::format("internal error: core lease {} ({}) stayed on {} after the move", lease.id,
+                                         lease.tag, devices_[source]->name()),
+                             kExitResourceContract);
+    if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
+    auto stranded = ledger_->stranded_on(source, "model_move", options_.config.on_violation);
+    if (stranded.empty()) return;
+    std::string first = resources::format_leak(stranded.front());
+    record_leaks(std::move(stranded));
+    if (options_.config.on_violation == resources::ViolationPolicy::fail)
+        throw FitFailure(fmt::format("resource contract violated at the model's move from {} to {}: {}",
+                                     devices_[source]->name(), devices_[target]->name(), first),
+                         kExitResourceContract);
+}
+
+MemorySnapshot Session::memory_snapshot() const {
+    MemorySnapshot snapshot;
+    for (const auto& dev : devices_) {
+        const device::MemoryStats stats = dev->memory().stats();
+        snapshot.in_use += stats.in_use;
+        snapshot.reserved += stats.reserved;
+    }
+    for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner) {
+        const resources::OwnerUsage& usage = ledger_->usage(owner);
+        snapshot.by_owner.push_back(OwnerBytes{ledger_->owner_name(owner), usage.bytes_in_use, usage.bytes_reserved});
+    }
+    return snapshot;
 }
 
 th_train_state Session::train_state() const {
@@ -413,8 +507,9 @@ std::size_t Session::param_count() const { return fit_ && fit_->model ? fit_->mo
 
 plugin::ParamAccess Session::param(std::size_t index) {
     const nn::Parameter& p = *fit_->model->parameters().at(index);
-    return plugin::ParamAccess{p.id, &p.name, {p.value.shape().begin(), p.value.shape().end()}, p.value.numel(),
-                               p.value.data()};
+    return plugin::ParamAccess{p.id,           &p.name, {p.value.shape().begin(), p.value.shape().end()},
+                               p.value.numel(), p.value.data(), p.value.buffer().storage_id(),
+                               p.value.buffer().device()};
 }
 
 }  // namespace trainhost::lifecycle

@@ -7,7 +7,7 @@
 #include "data/batcher.hpp"
 #include "data/dataset.hpp"
 #include "device/backend.hpp"
-#include "device/memory_resource.hpp"
+#include "device/device.hpp"
 #include "nn/model.hpp"
 #include "nn/optimizer.hpp"
 #include "plugin/plugin_instance.hpp"
@@ -28,11 +28,23 @@ struct SessionOptions {
     bool verbose = false;
 };
 
+// Device memory held by one owner at a moment.
+struct OwnerBytes {
+    std::string owner;
+    std::uint64_t in_use = 0;
+    std::uint64_t reserved = 0;
+};
+
+struct MemorySnapshot {
+    std::uint64_t in_use = 0;    // all devices, as requested
+    std::uint64_t reserved = 0;  // all devices, what the allocators hold
+    std::vector<OwnerBytes> by_owner;
+};
+
 struct EpochRecord {
     std::uint32_t epoch = 0;
     std::map<std::string, double> metrics;
-    std::uint64_t bytes_in_use = 0;
-    std::uint64_t bytes_reserved = 0;
+    MemorySnapshot memory;  // at the epoch's end, after its scope check
 };
 
 struct FitRecord {
@@ -42,6 +54,7 @@ struct FitRecord {
     std::string stop_reason;
     std::string failure;  // empty when the fit succeeded
     int failure_exit = 0;
+    MemorySnapshot after_teardown;  // after teardown, destroy and trim
 };
 
 struct OwnerSummary {
@@ -78,6 +91,11 @@ public:
     void log(resources::OwnerId owner, th_log_level level, std::string_view message) override;
     [[nodiscard]] std::size_t param_count() const override;
     [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
+    [[nodiscard]] device::DeviceIndex model_device() const override { return model_device_; }
+    void request_move(resources::OwnerId owner, std::string_view device) override;
+
+    // Logical devices of this run: "cpu:0" .. "cpu:3" (more kinds with their backends).
+    [[nodiscard]] device::DeviceIndex device_index(std::string_view name) const;
 
 private:
     struct FitState;
@@ -96,15 +114,19 @@ private:
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
     void enter(resources::Phase phase);
+    void apply_pending_move();
+    [[nodiscard]] MemorySnapshot memory_snapshot() const;
+    [[nodiscard]] device::Device& model_device_ref() const { return *devices_[model_device_]; }
     void record_leaks(std::vector<resources::Leak> leaks);
 
     SessionOptions options_;
     std::ostream& out_;
     std::ostream& err_;
-    std::unique_ptr<device::MemoryResource> memory_;
-    std::unique_ptr<device::Backend> backend_;
+    std::vector<std::unique_ptr<device::Device>> devices_;
     std::unique_ptr<resources::Ledger> ledger_;
-    std::string device_name_;
+    device::DeviceIndex home_device_ = 0;   // where each fit builds the model
+    device::DeviceIndex model_device_ = 0;  // where it is now
+    std::optional<device::DeviceIndex> pending_move_;
 
     data::Dataset train_;
     data::Dataset validation_;

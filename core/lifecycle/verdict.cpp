@@ -7,13 +7,6 @@
 
 namespace trainhost::lifecycle {
 
-std::string human_bytes(std::uint64_t bytes) {
-    if (bytes < 1024) return fmt::format("{} B", bytes);
-    if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
-    if (bytes < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024));
-    return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
-}
-
 void finish_verdict(SessionResult& result) {
     const bool violated = !result.leaks.empty() || !result.misuses.empty();
     int exit_code = kExitOk;
@@ -27,7 +20,7 @@ void finish_verdict(SessionResult& result) {
     if (!violated) {
         std::vector<std::string> peaks;
         for (const OwnerSummary& owner : result.owners)
-            peaks.push_back(fmt::format("{} {}", owner.name, human_bytes(owner.usage.peak_bytes_in_use)));
+            peaks.push_back(fmt::format("{} {}", owner.name, resources::human_bytes(owner.usage.peak_bytes_in_use)));
         result.verdict = fmt::format("resources: clean - every lease given back ({} fit{}, 0 leaks, 0 misuses); peak in "
                                      "use: {}",
                                      fits, fits == 1 ? "" : "s", fmt::join(peaks, ", "));
@@ -36,7 +29,7 @@ void finish_verdict(SessionResult& result) {
     std::map<std::string, std::uint64_t> leaked_by_owner;
     for (const resources::Leak& leak : result.leaks) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
     std::vector<std::string> culprits;
-    for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, human_bytes(bytes)));
+    for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, resources::human_bytes(bytes)));
     for (const resources::Misuse& misuse : result.misuses)
         culprits.push_back(fmt::format("{} {}", misuse.owner, resources::misuse_name(misuse.kind)));
     result.verdict = fmt::format("resources: VIOLATION - {} leak{}, {} misuse{} (policy {}): {}", result.leaks.size(),

@@ -8,7 +8,4 @@ namespace trainhost::lifecycle {
 // Fills result.exit_code and result.verdict from the fits, leaks and misuses.
 void finish_verdict(SessionResult& result);
 
-// "1.5 MiB", "512 B": sizes as people read them.
-[[nodiscard]] std::string human_bytes(std::uint64_t bytes);
-
 }  // namespace trainhost::lifecycle

@@ -8,12 +8,12 @@ namespace trainhost::nn {
 
 namespace {
 
-Tensor uniform_tensor(resources::Ledger& ledger, std::vector<std::size_t> shape, float bound, data::Rng& rng,
+Tensor uniform_tensor(const LayerContext& context, std::vector<std::size_t> shape, float bound, data::Rng& rng,
                       std::string tag) {
-    Tensor tensor(ledger, std::move(shape), TH_SCOPE_FIT, std::move(tag));
+    Tensor tensor(context.ledger, std::move(shape), TH_SCOPE_FIT, std::move(tag), context.device);
     std::vector<float> host(tensor.numel());
     for (float& v : host) v = (2.0f * rng.uniform_float() - 1.0f) * bound;
-    ledger.memory().copy_from_host(tensor.data(), host.data(), tensor.bytes());
+    context.ledger.device(context.device).memory().copy_from_host(tensor.data(), host.data(), tensor.bytes());
     return tensor;
 }
 
@@ -21,69 +21,75 @@ Tensor uniform_tensor(resources::Ledger& ledger, std::vector<std::size_t> shape,
 
 Dense::Dense(LayerContext context, std::size_t in, std::size_t out, ParamId first_id, const std::string& name,
              data::Rng& rng)
-    : backend_(context.backend), in_(in), out_(out) {
+    : Layer(context.backend), in_(in), out_(out) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
     params_.push_back(Parameter{first_id, name + ".weight",
-                                uniform_tensor(context.ledger, {out, in}, bound, rng, name + ".weight"),
-                                Tensor(context.ledger, {out, in}, TH_SCOPE_FIT, name + ".weight.grad")});
+                                uniform_tensor(context, {out, in}, bound, rng, name + ".weight"),
+                                Tensor(context.ledger, {out, in}, TH_SCOPE_FIT, name + ".weight.grad", context.device)});
     params_.push_back(Parameter{first_id + 1, name + ".bias",
-                                uniform_tensor(context.ledger, {out}, bound, rng, name + ".bias"),
-                                Tensor(context.ledger, {out}, TH_SCOPE_FIT, name + ".bias.grad")});
+                                uniform_tensor(context, {out}, bound, rng, name + ".bias"),
+                                Tensor(context.ledger, {out}, TH_SCOPE_FIT, name + ".bias.grad", context.device)});
 }
 
 void Dense::forward(const float* x, float* y, std::size_t rows, bool) {
     const int m = static_cast<int>(rows), n = static_cast<int>(out_), k = static_cast<int>(in_);
-    backend_.gemm(false, true, m, n, k, 1.0f, x, k, params_[0].value.data(), k, 0.0f, y, n);
-    backend_.add_row_bias(y, params_[1].value.data(), rows, out_);
+    backend_->gemm(false, true, m, n, k, 1.0f, x, k, params_[0].value.data(), k, 0.0f, y, n);
+    backend_->add_row_bias(y, params_[1].value.data(), rows, out_);
 }
 
 void Dense::backward(const float* x, const float*, const float* dy, float* dx, std::size_t rows) {
     const int m = static_cast<int>(rows), n = static_cast<int>(out_), k = static_cast<int>(in_);
     // dW = dy^T x, db = column sums of dy, dx = dy W.
-    backend_.gemm(true, false, n, k, m, 1.0f, dy, n, x, k, 0.0f, params_[0].grad.data(), k);
-    backend_.bias_gradient(dy, params_[1].grad.data(), rows, out_);
-    if (dx != nullptr) backend_.gemm(false, false, m, k, n, 1.0f, dy, n, params_[0].value.data(), k, 0.0f, dx, k);
+    backend_->gemm(true, false, n, k, m, 1.0f, dy, n, x, k, 0.0f, params_[0].grad.data(), k);
+    backend_->bias_gradient(dy, params_[1].grad.data(), rows, out_);
+    if (dx != nullptr) backend_->gemm(false, false, m, k, n, 1.0f, dy, n, params_[0].value.data(), k, 0.0f, dx, k);
 }
 
 void ActivationLayer::forward(const float* x, float* y, std::size_t rows, bool) {
-    backend_.activation_forward(kind_, x, y, rows * width_);
+    backend_->activation_forward(kind_, x, y, rows * width_);
 }
 
 void ActivationLayer::backward(const float*, const float* y, const float* dy, float* dx, std::size_t rows) {
-    if (dx != nullptr) backend_.activation_backward(kind_, y, dy, dx, rows * width_);
+    if (dx != nullptr) backend_->activation_backward(kind_, y, dy, dx, rows * width_);
 }
 
-void Flatten::forward(const float* x, float* y, std::size_t rows, bool) { backend_.copy(x, y, rows * width_); }
+void Flatten::forward(const float* x, float* y, std::size_t rows, bool) { backend_->copy(x, y, rows * width_); }
 
 void Flatten::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
-    if (dx != nullptr) backend_.copy(dy, dx, rows * width_);
+    if (dx != nullptr) backend_->copy(dy, dx, rows * width_);
 }
 
 Dropout::Dropout(LayerContext context, std::size_t width, double rate, std::uint64_t seed)
-    : backend_(context.backend), ledger_(context.ledger), width_(width), rate_(static_cast<float>(rate)),
-      rng_(std::make_unique<data::Rng>(seed)), keep_(context.ledger, context.max_rows * width, TH_SCOPE_FIT, "dropout.keep"),
+    : Layer(context.backend), ledger_(context.ledger), width_(width), rate_(static_cast<float>(rate)),
+      rng_(std::make_unique<data::Rng>(seed)),
+      keep_(context.ledger, context.max_rows * width, TH_SCOPE_FIT, "dropout.keep", context.device),
       host_keep_(context.max_rows * width) {}
+
+void Dropout::move_to(device::DeviceIndex target, device::Backend& backend) {
+    keep_.move_to(target);
+    Layer::move_to(target, backend);
+}
 
 Dropout::~Dropout() = default;
 
 void Dropout::forward(const float* x, float* y, std::size_t rows, bool training) {
     if (!training || rate_ == 0.0f) {
-        backend_.copy(x, y, rows * width_);
+        backend_->copy(x, y, rows * width_);
         return;
     }
     const std::size_t n = rows * width_;
     for (std::size_t i = 0; i < n; ++i) host_keep_[i] = rng_->uniform_float() >= rate_ ? 1 : 0;
-    ledger_.memory().copy_from_host(keep_.as<std::uint8_t>(), host_keep_.data(), n);
-    backend_.dropout_forward(x, keep_.as<std::uint8_t>(), y, n, rate_);
+    ledger_.device(keep_.device()).memory().copy_from_host(keep_.as<std::uint8_t>(), host_keep_.data(), n);
+    backend_->dropout_forward(x, keep_.as<std::uint8_t>(), y, n, rate_);
 }
 
 void Dropout::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
     if (dx == nullptr) return;
     if (rate_ == 0.0f) {
-        backend_.copy(dy, dx, rows * width_);
+        backend_->copy(dy, dx, rows * width_);
         return;
     }
-    backend_.dropout_backward(dy, keep_.as<std::uint8_t>(), dx, rows * width_, rate_);
+    backend_->dropout_backward(dy, keep_.as<std::uint8_t>(), dx, rows * width_, rate_);
 }
 
 }  // namespace trainhost::nn

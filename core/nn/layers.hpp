@@ -18,7 +18,6 @@ namespace trainhost::nn {
 
 class Layer {
 public:
-    Layer() = default;
     Layer(const Layer&) = delete;
     Layer& operator=(const Layer&) = delete;
     virtual ~Layer() = default;
@@ -28,6 +27,18 @@ public:
     // dx may be null for the first layer, whose input needs no gradient.
     virtual void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) = 0;
     [[nodiscard]] virtual std::span<Parameter> parameters() noexcept { return {}; }
+    // Re-homes the layer's memory on `target` and computes there from now on.
+    virtual void move_to(device::DeviceIndex target, device::Backend& backend) {
+        for (Parameter& p : parameters()) {
+            p.value.move_to(target);
+            p.grad.move_to(target);
+        }
+        backend_ = &backend;
+    }
+
+protected:
+    explicit Layer(device::Backend& backend) : backend_(&backend) {}
+    device::Backend* backend_;
 };
 
 // Everything a layer needs to be built: where its memory comes from.
@@ -35,6 +46,7 @@ struct LayerContext {
     device::Backend& backend;
     resources::Ledger& ledger;
     std::size_t max_rows;
+    device::DeviceIndex device;
 };
 
 // y = x W^T + b with W of shape [out, in], as torch.nn.Linear; initialised as
@@ -49,7 +61,6 @@ public:
     [[nodiscard]] std::span<Parameter> parameters() noexcept override { return params_; }
 
 private:
-    device::Backend& backend_;
     std::size_t in_;
     std::size_t out_;
     std::vector<Parameter> params_;  // weight, bias
@@ -58,13 +69,12 @@ private:
 class ActivationLayer final : public Layer {
 public:
     ActivationLayer(device::Backend& backend, device::Activation kind, std::size_t width)
-        : backend_(backend), kind_(kind), width_(width) {}
+        : Layer(backend), kind_(kind), width_(width) {}
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
     void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
 
 private:
-    device::Backend& backend_;
     device::Activation kind_;
     std::size_t width_;
 };
@@ -72,13 +82,12 @@ private:
 // Samples are already stored flat, so flattening only passes values through.
 class Flatten final : public Layer {
 public:
-    Flatten(device::Backend& backend, std::size_t width) : backend_(backend), width_(width) {}
+    Flatten(device::Backend& backend, std::size_t width) : Layer(backend), width_(width) {}
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
     void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
 
 private:
-    device::Backend& backend_;
     std::size_t width_;
 };
 
@@ -91,9 +100,9 @@ public:
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
     void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void move_to(device::DeviceIndex target, device::Backend& backend) override;
 
 private:
-    device::Backend& backend_;
     resources::Ledger& ledger_;
     std::size_t width_;
     float rate_;

@@ -16,7 +16,7 @@ device::LossKind loss_kind(const std::string& name) {
 
 Model::Model(const config::ModelSpec& spec, std::size_t input_width, std::size_t output_width, LayerContext context,
              std::uint64_t seed)
-    : max_rows_(context.max_rows) {
+    : max_rows_(context.max_rows), device_(context.device) {
     data::Rng init_rng(seed);
     std::size_t width = input_width;
     widths_.push_back(width);
@@ -49,14 +49,22 @@ Model::Model(const config::ModelSpec& spec, std::size_t input_width, std::size_t
                                       output_width));
     for (std::size_t i = 0; i < widths_.size(); ++i) {
         activations_.emplace_back(context.ledger, std::vector<std::size_t>{max_rows_, widths_[i]}, TH_SCOPE_FIT,
-                                  fmt::format("activation{}", i));
+                                  fmt::format("activation{}", i), device_);
         // The input's gradient is never needed.
         gradients_.emplace_back(i == 0 ? Tensor()
                                        : Tensor(context.ledger, std::vector<std::size_t>{max_rows_, widths_[i]},
-                                                TH_SCOPE_FIT, fmt::format("activation{}.grad", i)));
+                                                TH_SCOPE_FIT, fmt::format("activation{}.grad", i), device_));
     }
     for (auto& layer : layers_)
         for (Parameter& p : layer->parameters()) parameters_.push_back(&p);
+}
+
+void Model::move_to(device::DeviceIndex target, device::Backend& backend) {
+    if (target == device_) return;
+    for (auto& layer : layers_) layer->move_to(target, backend);
+    for (Tensor& t : activations_) t.move_to(target);
+    for (Tensor& t : gradients_) t.move_to(target);
+    device_ = target;
 }
 
 void Model::forward(std::size_t rows, bool training) {

@@ -27,6 +27,11 @@ public:
     [[nodiscard]] std::size_t output_width() const noexcept { return widths_.back(); }
     [[nodiscard]] std::size_t max_rows() const noexcept { return max_rows_; }
 
+    // Parameters, gradients and activations move together; old buffers are gone
+    // when this returns. A move to the current device does nothing.
+    void move_to(device::DeviceIndex target, device::Backend& backend);
+    [[nodiscard]] device::DeviceIndex device() const noexcept { return device_; }
+
     void forward(std::size_t rows, bool training);
     void backward(std::size_t rows);
 
@@ -40,6 +45,7 @@ private:
     std::vector<Tensor> gradients_;       // [i] = d loss / d activations_[i]; [0] unused
     std::vector<Parameter*> parameters_;
     std::size_t max_rows_;
+    device::DeviceIndex device_;
 };
 
 }  // namespace trainhost::nn

@@ -3,7 +3,15 @@
 namespace trainhost::nn {
 
 Optimizer::Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger)
-    : spec_(spec), backend_(backend), ledger_(ledger) {}
+    : spec_(spec), backend_(&backend), ledger_(ledger) {}
+
+void Optimizer::move_to(device::DeviceIndex target, device::Backend& backend) {
+    for (auto& [id, state] : state_) {
+        state.first.move_to(target);
+        state.second.move_to(target);
+    }
+    backend_ = &backend;
+}
 
 Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
     auto found = state_.find(parameter.id);
@@ -12,12 +20,14 @@ Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
     const bool adam = spec_.type != "sgd";
     // Lazily, as PyTorch does: a parameter that never steps costs nothing.
     if (adam || spec_.momentum != 0) {
-        state.first = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + (adam ? ".exp_avg" : ".momentum"));
-        backend_.fill(state.first.data(), state.first.numel(), 0.0f);
+        state.first = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT,
+                             parameter.name + (adam ? ".exp_avg" : ".momentum"), parameter.value.buffer().device());
+        backend_->fill(state.first.data(), state.first.numel(), 0.0f);
     }
     if (adam) {
-        state.second = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + ".exp_avg_sq");
-        backend_.fill(state.second.data(), state.second.numel(), 0.0f);
+        state.second = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + ".exp_avg_sq",
+                              parameter.value.buffer().device());
+        backend_->fill(state.second.data(), state.second.numel(), 0.0f);
     }
     return state_.emplace(parameter.id, std::move(state)).first->second;
 }
@@ -30,13 +40,13 @@ void Optimizer::step(const std::vector<Parameter*>& parameters) {
             device::SgdHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.momentum),
                                    static_cast<float>(spec_.dampening), static_cast<float>(spec_.weight_decay),
                                    spec_.nesterov};
-            backend_.sgd_step(p->value.data(), p->grad.data(), state.first.data(), p->value.numel(), hyper,
+            backend_->sgd_step(p->value.data(), p->grad.data(), state.first.data(), p->value.numel(), hyper,
                               state.steps == 1);
         } else {
             device::AdamHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.beta1),
                                     static_cast<float>(spec_.beta2), static_cast<float>(spec_.eps),
                                     static_cast<float>(spec_.weight_decay), spec_.type == "adamw"};
-            backend_.adam_step(p->value.data(), p->grad.data(), state.first.data(), state.second.data(),
+            backend_->adam_step(p->value.data(), p->grad.data(), state.first.data(), state.second.data(),
                                p->value.numel(), hyper, state.steps);
         }
     }

@@ -15,6 +15,8 @@ class Optimizer {
 public:
     Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger);
     void step(const std::vector<Parameter*>& parameters);
+    // State follows its parameter: keyed by ParamId, it is re-homed, not re-created.
+    void move_to(device::DeviceIndex target, device::Backend& backend);
     [[nodiscard]] std::size_t state_count() const noexcept { return state_.size(); }
 
 private:
@@ -26,7 +28,7 @@ private:
     State& state_for(const Parameter& parameter);
 
     config::OptimizerSpec spec_;
-    device::Backend& backend_;
+    device::Backend* backend_;
     resources::Ledger& ledger_;
     std::map<ParamId, State> state_;
 };

@@ -14,10 +14,10 @@ namespace trainhost::nn {
 class Buffer {
 public:
     Buffer() = default;
-    Buffer(resources::Ledger& ledger, std::size_t bytes, th_scope scope, std::string tag)
+    Buffer(resources::Ledger& ledger, std::size_t bytes, th_scope scope, std::string tag, device::DeviceIndex device)
         : ledger_(&ledger), handle_(ledger.acquire(resources::kCoreOwner, TH_RESOURCE_DEVICE_MEMORY, bytes, scope,
-                                                   std::move(tag))),
-          address_(ledger.address(resources::kCoreOwner, handle_, 0, bytes)), bytes_(bytes) {}
+                                                   std::move(tag), device)),
+          address_(ledger.address(resources::kCoreOwner, handle_, 0, bytes)), bytes_(bytes), device_(device) {}
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     Buffer(Buffer&& other) noexcept { *this = std::move(other); }
@@ -28,6 +28,7 @@ public:
             handle_ = other.handle_;
             address_ = std::exchange(other.address_, nullptr);
             bytes_ = std::exchange(other.bytes_, 0);
+            device_ = other.device_;
         }
         return *this;
     }
@@ -36,7 +37,7 @@ public:
     void reset() noexcept {
         if (ledger_ == nullptr) return;
         try {
-            ledger_->release(resources::kCoreOwner, handle_);
+            ledger_->release(resources::kCoreOwner, handle_, bytes_);
         } catch (...) {
             // The ledger has recorded the misuse; a destructor cannot do more.
         }
@@ -49,25 +50,39 @@ public:
         return static_cast<T*>(address_);
     }
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
+    [[nodiscard]] device::DeviceIndex device() const noexcept { return device_; }
+    // Identifies the current storage; changes on every move.
+    [[nodiscard]] std::uint64_t storage_id() const noexcept { return handle_.id; }
+
+    // Re-homes the buffer on `target`: a new lease there (same scope and tag), the
+    // contents copied, the old lease released, all before returning.
+    void move_to(device::DeviceIndex target);
 
 private:
     resources::Ledger* ledger_ = nullptr;
     th_handle handle_{};
     void* address_ = nullptr;
     std::size_t bytes_ = 0;
+    device::DeviceIndex device_ = 0;
 };
 
 class Tensor {
 public:
     Tensor() = default;
-    Tensor(resources::Ledger& ledger, std::vector<std::size_t> shape, th_scope scope, std::string tag)
+    Tensor(resources::Ledger& ledger, std::vector<std::size_t> shape, th_scope scope, std::string tag,
+           device::DeviceIndex device)
         : shape_(std::move(shape)), numel_(count(shape_)),
-          buffer_(ledger, numel_ * sizeof(float), scope, std::move(tag)) {}
+          buffer_(ledger, numel_ * sizeof(float), scope, std::move(tag), device) {}
 
     [[nodiscard]] float* data() const noexcept { return buffer_.as<float>(); }
     [[nodiscard]] std::size_t numel() const noexcept { return numel_; }
     [[nodiscard]] const std::vector<std::size_t>& shape() const noexcept { return shape_; }
     [[nodiscard]] std::size_t bytes() const noexcept { return numel_ * sizeof(float); }
+    [[nodiscard]] bool empty() const noexcept { return numel_ == 0 || data() == nullptr; }
+    [[nodiscard]] const Buffer& buffer() const noexcept { return buffer_; }
+    void move_to(device::DeviceIndex target) {
+        if (!empty()) buffer_.move_to(target);
+    }
 
 private:
     static std::size_t count(const std::vector<std::size_t>& shape) {

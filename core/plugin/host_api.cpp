@@ -22,6 +22,7 @@ struct PhaseWindow {
 constexpr PhaseWindow kAnyHook{TH_HOOK_SETUP, TH_HOOK_TEARDOWN, true};
 constexpr PhaseWindow kTraining{TH_HOOK_FIT_START, TH_HOOK_FIT_END, true};
 constexpr PhaseWindow kStoppable{TH_HOOK_FIT_START, TH_HOOK_EPOCH_END, false};
+constexpr PhaseWindow kMoves{TH_HOOK_TO_DEVICE, TH_HOOK_EPOCH_START, false};
 // Calls that are harmless at any moment of an instance's life, destructors included.
 constexpr PhaseWindow kAlways{TH_HOOK_SETUP, TH_HOOK_COUNT, true};
 
@@ -139,6 +140,8 @@ th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
         out->numel = param->numel;
         out->rank = static_cast<std::uint32_t>(std::min<std::size_t>(param->shape.size(), 4));
         std::copy_n(param->shape.begin(), out->rank, out->shape);
+        out->storage_id = param->storage_id;
+        out->device = host->services->ledger().device(param->device).name().c_str();
         return TH_OK;
     });
 }
@@ -151,7 +154,7 @@ th_status param_copy(th_host* host, const char* what, std::uint32_t index, std::
         if (count != param->numel)
             return fail(host, TH_INVALID_ARGUMENT, fmt::format("{}: parameter {} has {} elements, the buffer {}", what,
                                                                *param->name, param->numel, count));
-        copy(*param, host->services->ledger().memory());
+        copy(*param, host->services->ledger().device(param->device).memory());
         return TH_OK;
     });
 }
@@ -172,14 +175,15 @@ th_status acquire(th_host* host, th_resource_kind kind, std::uint64_t bytes, th_
                   th_handle* out) {
     return guarded(host, "acquire", kAnyHook, [&] {
         if (out == nullptr) return fail(host, TH_INVALID_ARGUMENT, "acquire needs an output handle");
-        *out = host->services->ledger().acquire(host->owner, kind, bytes, scope, tag ? tag : "");
+        auto& services = *host->services;
+        *out = services.ledger().acquire(host->owner, kind, bytes, scope, tag ? tag : "", services.model_device());
         return TH_OK;
     });
 }
 
-th_status release(th_host* host, th_handle handle) {
+th_status release(th_host* host, th_handle handle, std::uint64_t bytes) {
     return guarded(host, "release", kAlways, [&] {
-        host->services->ledger().release(host->owner, handle);
+        host->services->ledger().release(host->owner, handle, bytes);
         return TH_OK;
     });
 }
@@ -191,11 +195,27 @@ th_status promote(th_host* host, th_handle handle, th_scope scope) {
     });
 }
 
+th_status attach_to_param(th_host* host, th_handle handle, std::uint32_t param_index) {
+    return guarded(host, "attach_to_param", kAnyHook, [&] {
+        ParamAccess storage;
+        ParamAccess* param = find_param(host, param_index, storage);
+        if (!param) return TH_INVALID_ARGUMENT;
+        host->services->ledger().attach(host->owner, handle, param->id);
+        return TH_OK;
+    });
+}
+
+// The memory resource behind a memory lease: its device's, pinned or not.
+device::MemoryResource& memory_of(resources::Ledger& ledger, const resources::LeaseRecord& lease) {
+    device::Device& dev = ledger.device(lease.device);
+    return lease.kind == TH_RESOURCE_PINNED_MEMORY ? dev.pinned() : dev.memory();
+}
+
 th_status copy_to_host(th_host* host, th_handle src, std::uint64_t offset, void* dst, std::uint64_t bytes) {
     return guarded(host, "copy_to_host", kAlways, [&] {
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, src, offset, bytes);
-        ledger.memory().copy_to_host(dst, device, bytes);
+        memory_of(ledger, ledger.record(host->owner, src)).copy_to_host(dst, device, bytes);
         return TH_OK;
     });
 }
@@ -204,7 +224,45 @@ th_status copy_from_host(th_host* host, th_handle dst, std::uint64_t offset, con
     return guarded(host, "copy_from_host", kAlways, [&] {
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, dst, offset, bytes);
-        ledger.memory().copy_from_host(device, src, bytes);
+        memory_of(ledger, ledger.record(host->owner, dst)).copy_from_host(device, src, bytes);
+        return TH_OK;
+    });
+}
+
+th_status stream_synchronize(th_host* host, th_handle stream) {
+    return guarded(host, "stream_synchronize", kAlways, [&] {
+        resources::Ledger& ledger = host->services->ledger();
+        void* object = ledger.object(host->owner, stream, TH_RESOURCE_STREAM);
+        ledger.device(ledger.record(host->owner, stream).device).stream_synchronize(object);
+        return TH_OK;
+    });
+}
+
+th_status event_record(th_host* host, th_handle event, th_handle stream) {
+    return guarded(host, "event_record", kAlways, [&] {
+        resources::Ledger& ledger = host->services->ledger();
+        void* event_object = ledger.object(host->owner, event, TH_RESOURCE_EVENT);
+        void* stream_object = ledger.object(host->owner, stream, TH_RESOURCE_STREAM);
+        if (ledger.record(host->owner, event).device != ledger.record(host->owner, stream).device)
+            return fail(host, TH_INVALID_ARGUMENT, "event and stream live on different devices");
+        ledger.device(ledger.record(host->owner, event).device).event_record(event_object, stream_object);
+        return TH_OK;
+    });
+}
+
+th_status event_query(th_host* host, th_handle event, int* complete) {
+    return guarded(host, "event_query", kAlways, [&] {
+        if (complete == nullptr) return fail(host, TH_INVALID_ARGUMENT, "event_query needs an output");
+        resources::Ledger& ledger = host->services->ledger();
+        void* object = ledger.object(host->owner, event, TH_RESOURCE_EVENT);
+        *complete = ledger.device(ledger.record(host->owner, event).device).event_query(object) ? 1 : 0;
+        return TH_OK;
+    });
+}
+
+th_status move_model(th_host* host, const char* device) {
+    return guarded(host, "move_model", kMoves, [&] {
+        host->services->request_move(host->owner, device ? device : "auto");
         return TH_OK;
     });
 }
@@ -230,8 +288,13 @@ const th_host_api& host_api() noexcept {
         a.acquire = &acquire;
         a.release = &release;
         a.promote = &promote;
+        a.attach_to_param = &attach_to_param;
         a.copy_to_host = &copy_to_host;
         a.copy_from_host = &copy_from_host;
+        a.stream_synchronize = &stream_synchronize;
+        a.event_record = &event_record;
+        a.event_query = &event_query;
+        a.move_model = &move_model;
         return a;
     }();
     return api;

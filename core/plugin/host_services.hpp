@@ -19,6 +19,8 @@ struct ParamAccess {
     std::vector<std::uint64_t> shape;
     std::uint64_t numel = 0;
     float* data = nullptr;  // device memory of the model's backend
+    std::uint64_t storage_id = 0;
+    device::DeviceIndex device = 0;
 };
 
 class HostServices {
@@ -32,6 +34,10 @@ public:
     virtual void log(resources::OwnerId owner, th_log_level level, std::string_view message) = 0;
     [[nodiscard]] virtual std::size_t param_count() const = 0;
     [[nodiscard]] virtual ParamAccess param(std::size_t index) = 0;
+    // Where the model, and so every plugin's device memory, lives now.
+    [[nodiscard]] virtual device::DeviceIndex model_device() const = 0;
+    // Throws ResourceError for a device name this run does not have.
+    virtual void request_move(resources::OwnerId owner, std::string_view device) = 0;
 };
 
 }  // namespace trainhost::plugin

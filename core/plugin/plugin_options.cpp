@@ -3,6 +3,8 @@
 #include "config/table_reader.hpp"
 #include "errors.hpp"
 
+#include <cctype>
+#include <cstdlib>
 #include <fmt/format.h>
 
 namespace trainhost::plugin {
@@ -45,6 +47,26 @@ th_option_value read_value(config::TableReader& reader, std::string_view key, th
 
 }  // namespace
 
+std::uint64_t parse_byte_size(std::string_view text) {
+    std::size_t digits = 0;
+    while (digits < text.size() && (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.')) ++digits;
+    const std::string number(text.substr(0, digits));
+    std::string unit(text.substr(digits));
+    unit.erase(0, unit.find_first_not_of(' '));
+    static const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},       {"KiB", 1024.0},
+                                                           {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                                                           {"KB", 1e3},        {"MB", 1e6},    {"GB", 1e9}};
+    for (const auto& [name, factor] : units) {
+        if (unit != name || number.empty()) continue;
+        char* end = nullptr;
+        const double value = std::strtod(number.c_str(), &end);
+        if (end != number.c_str() + number.size() || !(value > 0) || value * factor > 1.8e19) break;
+        return static_cast<std::uint64_t>(value * factor);
+    }
+    throw std::invalid_argument(fmt::format("\"{}\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)",
+                                            text));
+}
+
 OptionValues validate_options(const th_plugin_entry& entry, const toml::table* table, const std::filesystem::path& file) {
     const toml::table empty;
     const std::string where = fmt::format("[plugins.{}]", entry.name);
@@ -68,6 +90,18 @@ OptionValues validate_options(const th_plugin_entry& entry, const toml::table* t
             throw PluginLoadError(fmt::format("plugin '{}' declares option '{}' of type {} with a default of another "
                                               "type: {}",
                                               entry.name, spec.name, option_type_name(spec.type), spec.default_value));
+        }
+    }
+    if (reader.has("device_memory_limit")) {
+        try {
+            if (auto bytes = table->get("device_memory_limit")->value_exact<std::int64_t>()) {
+                if (*bytes <= 0) throw std::invalid_argument("a limit must be positive");
+                result.device_memory_limit_ = static_cast<std::uint64_t>(*bytes);
+            } else {
+                result.device_memory_limit_ = parse_byte_size(reader.string("device_memory_limit").value());
+            }
+        } catch (const std::invalid_argument& e) {
+            reader.fail("device_memory_limit", e.what());
         }
     }
     reader.reject_unknown_keys();

@@ -32,6 +32,13 @@ nlohmann::json lease_json(const resources::Leak& leak) {
             {"detected_at", leak.detected_at}};
 }
 
+nlohmann::json memory_json(const lifecycle::MemorySnapshot& snapshot) {
+    nlohmann::json owners = nlohmann::json::array();
+    for (const auto& owner : snapshot.by_owner)
+        owners.push_back({{"owner", owner.owner}, {"bytes_in_use", owner.in_use}, {"bytes_reserved", owner.reserved}});
+    return {{"bytes_in_use", snapshot.in_use}, {"bytes_reserved", snapshot.reserved}, {"by_owner", std::move(owners)}};
+}
+
 }  // namespace
 
 std::string to_json(const lifecycle::SessionResult& result, const lifecycle::SessionOptions& options) {
@@ -61,14 +68,13 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
     for (const auto& fit : result.fits) {
         nlohmann::json epochs = nlohmann::json::array();
         for (const auto& epoch : fit.epochs)
-            epochs.push_back({{"epoch", epoch.epoch},
-                              {"metrics", metrics_json(epoch.metrics)},
-                              {"bytes_in_use", epoch.bytes_in_use},
-                              {"bytes_reserved", epoch.bytes_reserved}});
+            epochs.push_back(
+                {{"epoch", epoch.epoch}, {"metrics", metrics_json(epoch.metrics)}, {"memory", memory_json(epoch.memory)}});
         fits.push_back({{"fit", fit.index},
                         {"epochs", std::move(epochs)},
                         {"final_metrics", metrics_json(fit.final_metrics)},
                         {"stop_reason", fit.stop_reason},
+                        {"memory_after_teardown", memory_json(fit.after_teardown)},
                         {"failure", fit.failure}});
     }
     root["fits"] = std::move(fits);

@@ -4,6 +4,8 @@
 #include "trainhost/abi.h"
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -36,6 +38,11 @@ struct TrainPosition {
     std::uint64_t step = 0;
 };
 
+// Where a lease was taken, captured only when stacks are switched on.
+struct AllocationStack;
+[[nodiscard]] std::shared_ptr<const AllocationStack> capture_stack();
+[[nodiscard]] std::string format_stack(const AllocationStack& stack);
+
 struct LeaseRecord {
     std::uint64_t id = 0;
     std::uint32_t generation = 0;
@@ -48,6 +55,10 @@ struct LeaseRecord {
     TrainPosition acquired_at;
     std::string tag;
     void* address = nullptr;  // memory kinds: the allocation; others: the object
+    std::uint32_t device = 0;  // index into the ledger's devices
+    // Set when the lease is state of a model parameter: it then moves with it.
+    std::optional<std::uint64_t> attached_param;
+    std::shared_ptr<const AllocationStack> stack;
 };
 
 }  // namespace trainhost::resources

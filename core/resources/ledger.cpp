@@ -2,10 +2,11 @@
 
 #include <algorithm>
 #include <fmt/format.h>
+#include <map>
 
 namespace trainhost::resources {
 
-Ledger::Ledger(device::MemoryResource& memory) : memory_(memory) {
+Ledger::Ledger(std::vector<device::Device*> devices) : devices_(std::move(devices)) {
     (void)register_owner("core");
 }
 
@@ -21,40 +22,96 @@ OwnerId Ledger::register_owner(const std::string& name) {
 
 const std::string& Ledger::owner_name(OwnerId owner) const { return owners_.at(owner); }
 
-th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope, std::string tag) {
+void* Ledger::allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex index,
+                                std::size_t& reserved) noexcept {
+    device::Device& dev = *devices_[index];
+    switch (kind) {
+    case TH_RESOURCE_DEVICE_MEMORY: return dev.memory().allocate(bytes, reserved);
+    case TH_RESOURCE_PINNED_MEMORY: return dev.pinned().allocate(bytes, reserved);
+    default: reserved = dev.object_bytes(kind); return dev.create_object(kind);
+    }
+}
+
+void Ledger::free_upstream(const LeaseRecord& lease) noexcept {
+    device::Device& dev = *devices_[lease.device];
+    switch (lease.kind) {
+    case TH_RESOURCE_DEVICE_MEMORY: dev.memory().deallocate(lease.address, lease.bytes_requested, lease.bytes_reserved); break;
+    case TH_RESOURCE_PINNED_MEMORY: dev.pinned().deallocate(lease.address, lease.bytes_requested, lease.bytes_reserved); break;
+    default: dev.destroy_object(lease.kind, lease.address); break;
+    }
+}
+
+void Ledger::count_in(const LeaseRecord& lease) noexcept {
+    OwnerUsage& usage = usage_[lease.owner];
+    ++usage.leases;
+    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_in_use += lease.bytes_requested;
+    usage.bytes_reserved += lease.bytes_reserved;
+    usage.peak_bytes_in_use = std::max(usage.peak_bytes_in_use, usage.bytes_in_use);
+    ++leases_per_scope_[lease.scope];
+}
+
+void Ledger::count_out(const LeaseRecord& lease) noexcept {
+    OwnerUsage& usage = usage_[lease.owner];
+    --usage.leases;
+    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_in_use -= lease.bytes_requested;
+    usage.bytes_reserved -= lease.bytes_reserved;
+    --leases_per_scope_[lease.scope];
+}
+
+void Ledger::check_budget(OwnerId owner, std::uint64_t bytes) const {
+    const OwnerUsage& usage = usage_.at(owner);
+    if (usage.budget == 0 || usage.bytes_in_use + bytes <= usage.budget) return;
+    std::map<std::pair<OwnerId, th_scope>, std::uint64_t> holders;
+    for (const auto& [id, lease] : live_)
+        if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) holders[{lease.owner, lease.scope}] += lease.bytes_requested;
+    std::vector<std::pair<std::uint64_t, std::string>> ranked;
+    for (const auto& [key, held] : holders)
+        ranked.emplace_back(held, fmt::format("{} ({} scope) {}", owners_[key.first], scope_name(key.second),
+                                              human_bytes(held)));
+    std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<std::string> top;
+    for (std::size_t i = 0; i < ranked.size() && i < 5; ++i) top.push_back(ranked[i].second);
+    throw ResourceError(TH_OUT_OF_MEMORY,
+                        fmt::format("{} is over its device_memory_limit of {}: holds {}, asked for {} more; top holders: "
+                                    "{}",
+                                    owners_.at(owner), human_bytes(usage.budget),
+                                    human_bytes(usage.bytes_in_use), human_bytes(bytes),
+                                    top.empty() ? std::string("none") : fmt::format("{}", fmt::join(top, ", "))));
+}
+
+th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope, std::string tag,
+                          device::DeviceIndex device) {
     if (scope < TH_SCOPE_STEP || scope > TH_SCOPE_SESSION)
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("invalid scope {}", static_cast<int>(scope)));
+    if (kind < TH_RESOURCE_DEVICE_MEMORY || kind > TH_RESOURCE_DNN_HANDLE)
+        throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("invalid resource kind {}", static_cast<int>(kind)));
     if (owner != kCoreOwner && scope == TH_SCOPE_SESSION)
         throw ResourceError(TH_INVALID_ARGUMENT, "a plugin's lease cannot outlive the plugin: use scope plugin or narrower");
-    if (!is_memory(kind))
-        throw ResourceError(TH_UNSUPPORTED, fmt::format("resource kind {} is not available on the {} backend",
-                                                        kind_name(kind), memory_.device_name()));
-    if (bytes == 0) throw ResourceError(TH_INVALID_ARGUMENT, "a memory lease needs at least one byte");
+    if (device >= devices_.size()) throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device {}", device));
+    if (is_memory(kind) && bytes == 0) throw ResourceError(TH_INVALID_ARGUMENT, "a memory lease needs at least one byte");
+    if (kind == TH_RESOURCE_DEVICE_MEMORY) check_budget(owner, bytes);
 
     std::size_t reserved = 0;
-    void* address = memory_.allocate(bytes, reserved);
+    void* address = allocate_upstream(kind, bytes, device, reserved);
     if (address == nullptr)
-        throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot allocate {} bytes for {} (tag {})",
-                                                          memory_.device_name(), bytes, owners_.at(owner), tag));
+        throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot provide {} ({} bytes) for {} (tag {})",
+                                                          devices_[device]->name(), kind_name(kind), bytes,
+                                                          owners_.at(owner), tag));
     LeaseRecord lease;
     lease.id = next_id_++;
     lease.generation = 1;
     lease.kind = kind;
     lease.owner = owner;
     lease.scope = scope;
-    lease.bytes_requested = bytes;
+    lease.bytes_requested = is_memory(kind) ? bytes : 0;
     lease.bytes_reserved = reserved;
     lease.acquired_in = phase_;
     lease.acquired_at = position_;
     lease.tag = std::move(tag);
     lease.address = address;
-
-    OwnerUsage& usage = usage_.at(owner);
-    ++usage.leases;
-    usage.bytes_in_use += bytes;
-    usage.bytes_reserved += reserved;
-    usage.peak_bytes_in_use = std::max(usage.peak_bytes_in_use, usage.bytes_in_use);
-    ++leases_per_scope_[scope];
+    lease.device = device;
+    if (capture_stacks_) lease.stack = capture_stack();
+    count_in(lease);
     th_handle handle{lease.id, lease.generation, 0};
     live_.emplace(lease.id, std::move(lease));
     return handle;
@@ -63,16 +120,15 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
 LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
     auto found = live_.find(handle.id);
     if (found == live_.end()) {
+        const bool released = handle.id != 0 && handle.id < next_id_;
         MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
-                          : (handle.id != 0 && handle.id < next_id_) ? MisuseKind::double_free
-                                                                     : MisuseKind::unknown_handle;
-        if (kind == MisuseKind::double_free && std::string_view(operation) != "release")
-            kind = MisuseKind::unknown_handle;
+                          : released && std::string_view(operation) == "release" ? MisuseKind::double_free
+                          : released ? MisuseKind::use_after_free
+                                     : MisuseKind::unknown_handle;
         std::string detail = kind == MisuseKind::use_after_reclaim
                                  ? fmt::format("{} of lease {}, which the core reclaimed", operation, handle.id)
-                             : kind == MisuseKind::double_free
-                                 ? fmt::format("{} of lease {}, which was already released", operation, handle.id)
-                                 : fmt::format("{} of lease {}, which does not exist", operation, handle.id);
+                             : released ? fmt::format("{} of lease {}, which was already released", operation, handle.id)
+                                        : fmt::format("{} of lease {}, which does not exist", operation, handle.id);
         record_misuse(owner, kind, handle.id, detail);
         throw ResourceError(TH_INVALID_HANDLE, detail);
     }
@@ -91,19 +147,18 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
     return lease;
 }
 
-void Ledger::release(OwnerId owner, th_handle handle) {
-    LeaseRecord lease = std::move(checked(owner, handle, "release"));
-    live_.erase(handle.id);
+void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
+    LeaseRecord& found = checked(owner, handle, "release");
+    if (is_memory(found.kind) && bytes != found.bytes_requested) {
+        std::string detail = fmt::format("release of lease {} as {} bytes; it holds {}", handle.id, bytes,
+                                         found.bytes_requested);
+        record_misuse(owner, MisuseKind::size_mismatch, handle.id, detail);
+        throw ResourceError(TH_INVALID_ARGUMENT, detail);
+    }
+    LeaseRecord lease = std::move(found);
+    live_.erase(handle.id);  // un-record first, then give back upstream
+    count_out(lease);
     free_upstream(lease);
-}
-
-void Ledger::free_upstream(const LeaseRecord& lease) noexcept {
-    OwnerUsage& usage = usage_[lease.owner];
-    --usage.leases;
-    usage.bytes_in_use -= lease.bytes_requested;
-    usage.bytes_reserved -= lease.bytes_reserved;
-    --leases_per_scope_[lease.scope];
-    memory_.deallocate(lease.address, lease.bytes_requested, lease.bytes_reserved);
 }
 
 void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
@@ -116,8 +171,19 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
     ++leases_per_scope_[lease.scope];
 }
 
+void Ledger::attach(OwnerId owner, th_handle handle, std::uint64_t param_id) {
+    LeaseRecord& lease = checked(owner, handle, "attach");
+    if (lease.kind != TH_RESOURCE_DEVICE_MEMORY)
+        throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("only device memory can be attached to a parameter, not "
+                                                             "{}",
+                                                             kind_name(lease.kind)));
+    lease.attached_param = param_id;
+}
+
 void* Ledger::address(OwnerId owner, th_handle handle, std::uint64_t offset, std::uint64_t bytes) {
     LeaseRecord& lease = checked(owner, handle, "access");
+    if (!is_memory(lease.kind))
+        throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("lease {} is a {}, not memory", handle.id, kind_name(lease.kind)));
     if (offset > lease.bytes_requested || bytes > lease.bytes_requested - offset) {
         std::string detail = fmt::format("access of bytes [{}, {}) of lease {}, which holds {} bytes", offset,
                                          offset + bytes, handle.id, lease.bytes_requested);
@@ -127,7 +193,39 @@ void* Ledger::address(OwnerId owner, th_handle handle, std::uint64_t offset, std
     return static_cast<std::byte*>(lease.address) + offset;
 }
 
-std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy policy, auto&& matches) {
+void* Ledger::object(OwnerId owner, th_handle handle, th_resource_kind kind) {
+    LeaseRecord& lease = checked(owner, handle, "use");
+    if (lease.kind != kind)
+        throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("lease {} is a {}, not a {}", handle.id,
+                                                             kind_name(lease.kind), kind_name(kind)));
+    return lease.address;
+}
+
+const LeaseRecord& Ledger::record(OwnerId owner, th_handle handle) { return checked(owner, handle, "query"); }
+
+void Ledger::relocate_attached(device::DeviceIndex target) {
+    device::Device& destination = *devices_.at(target);
+    for (auto& [id, lease] : live_) {
+        if (!lease.attached_param || lease.device == target) continue;
+        std::size_t reserved = 0;
+        void* moved = destination.memory().allocate(lease.bytes_requested, reserved);
+        if (moved == nullptr)
+            throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot move lease {} ({} bytes) of {}",
+                                                              destination.name(), id, lease.bytes_requested,
+                                                              owners_[lease.owner]));
+        std::vector<std::byte> staging(lease.bytes_requested);
+        devices_[lease.device]->memory().copy_to_host(staging.data(), lease.address, staging.size());
+        destination.memory().copy_from_host(moved, staging.data(), staging.size());
+        free_upstream(lease);
+        usage_[lease.owner].bytes_reserved += reserved - lease.bytes_reserved;
+        lease.address = moved;
+        lease.bytes_reserved = reserved;
+        lease.device = target;
+    }
+}
+
+template <typename Matches>
+std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy policy, Matches&& matches) {
     std::vector<Leak> leaks;
     for (const auto& [id, lease] : live_)
         if (matches(lease)) leaks.push_back(Leak{lease, owners_.at(lease.owner), std::string(boundary)});
@@ -137,6 +235,7 @@ std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy pol
         for (const Leak& leak : leaks) {
             auto node = live_.extract(leak.lease.id);
             reclaimed_.insert(leak.lease.id);
+            count_out(node.mapped());
             free_upstream(node.mapped());
         }
     }
@@ -150,11 +249,17 @@ std::vector<Leak> Ledger::end_scope(th_scope scope, std::string_view boundary, V
     return collect(boundary, policy, [&](const LeaseRecord& lease) { return lease.scope <= scope; });
 }
 
-std::vector<Leak> Ledger::end_owner(OwnerId owner, th_scope widest, std::string_view boundary,
-                                    ViolationPolicy policy) {
+std::vector<Leak> Ledger::end_owner(OwnerId owner, th_scope widest, std::string_view boundary, ViolationPolicy policy) {
     if (usage_.at(owner).leases == 0) return {};
     return collect(boundary, policy,
                    [&](const LeaseRecord& lease) { return lease.owner == owner && lease.scope <= widest; });
+}
+
+std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy) {
+    return collect(boundary, policy, [&](const LeaseRecord& lease) {
+        return lease.device == source && lease.owner != kCoreOwner && lease.kind == TH_RESOURCE_DEVICE_MEMORY &&
+               !lease.attached_param && lease.scope <= TH_SCOPE_FIT;
+    });
 }
 
 void Ledger::record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail) {
@@ -165,6 +270,14 @@ std::vector<LeaseRecord> Ledger::leases_of(OwnerId owner) const {
     std::vector<LeaseRecord> leases;
     for (const auto& [id, lease] : live_)
         if (lease.owner == owner) leases.push_back(lease);
+    std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
+    return leases;
+}
+
+std::vector<LeaseRecord> Ledger::leases_on(device::DeviceIndex device) const {
+    std::vector<LeaseRecord> leases;
+    for (const auto& [id, lease] : live_)
+        if (lease.device == device) leases.push_back(lease);
     std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return leases;
 }

@@ -3,14 +3,13 @@
 //
 // Ordering rule (as RMM's tracking adaptor): record only after the upstream
 // allocation succeeded, un-record before the upstream free, so the ledger never
-// lists memory that does not exist and never frees memory it did not list.
+// lists a resource that does not exist and never frees one it did not list.
 #pragma once
 
-#include "device/memory_resource.hpp"
+#include "device/device.hpp"
 #include "resources/lease.hpp"
 #include "resources/violation.hpp"
 
-#include <map>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -31,14 +30,15 @@ private:
 
 struct OwnerUsage {
     std::uint64_t leases = 0;
-    std::uint64_t bytes_in_use = 0;
-    std::uint64_t bytes_reserved = 0;
+    std::uint64_t bytes_in_use = 0;    // memory kinds, as requested
+    std::uint64_t bytes_reserved = 0;  // memory kinds after rounding, plus objects
     std::uint64_t peak_bytes_in_use = 0;
+    std::uint64_t budget = 0;          // device memory limit; 0 = none
 };
 
 class Ledger {
 public:
-    explicit Ledger(device::MemoryResource& memory);
+    explicit Ledger(std::vector<device::Device*> devices);
     Ledger(const Ledger&) = delete;
     Ledger& operator=(const Ledger&) = delete;
     // Anything still listed is given back upstream so the process never leaks.
@@ -46,6 +46,9 @@ public:
 
     [[nodiscard]] OwnerId register_owner(const std::string& name);
     [[nodiscard]] const std::string& owner_name(OwnerId owner) const;
+    // Device memory an owner may hold at once (0 = unlimited).
+    void set_budget(OwnerId owner, std::uint64_t bytes) { usage_.at(owner).budget = bytes; }
+    void set_capture_stacks(bool capture) noexcept { capture_stacks_ = capture; }
 
     // Where training is now; stamped onto each new lease and misuse.
     void set_position(Phase phase, TrainPosition position) noexcept {
@@ -57,18 +60,34 @@ public:
 
     // Throws ResourceError (and counts a misuse where the caller is at fault).
     [[nodiscard]] th_handle acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope,
-                                    std::string tag);
-    void release(OwnerId owner, th_handle handle);
+                                    std::string tag, device::DeviceIndex device = 0);
+    // For memory kinds `bytes` must be the size acquired (a mismatch is a misuse).
+    void release(OwnerId owner, th_handle handle, std::uint64_t bytes);
     void promote(OwnerId owner, th_handle handle, th_scope scope);
-    // Checks that [offset, offset+bytes) lies inside a memory lease of `owner`.
+    // Makes a memory lease part of a parameter's state: it moves with the model.
+    void attach(OwnerId owner, th_handle handle, std::uint64_t param_id);
+
+    // A memory lease's bytes [offset, offset+bytes), checked against its size.
     [[nodiscard]] void* address(OwnerId owner, th_handle handle, std::uint64_t offset, std::uint64_t bytes);
-    [[nodiscard]] device::MemoryResource& memory() noexcept { return memory_; }
+    // A non-memory lease's object, checked against the kind the caller expects.
+    [[nodiscard]] void* object(OwnerId owner, th_handle handle, th_resource_kind kind);
+    [[nodiscard]] const LeaseRecord& record(OwnerId owner, th_handle handle);
+
+    [[nodiscard]] device::Device& device(device::DeviceIndex index) const { return *devices_.at(index); }
+    [[nodiscard]] std::size_t device_count() const noexcept { return devices_.size(); }
+
+    // Moves every lease attached to a parameter onto `target`: allocate there, copy,
+    // free the old buffer, in that order. The handles stay valid.
+    void relocate_attached(device::DeviceIndex target);
 
     // Scope boundary: leases of `scope` or narrower, any owner. Each one found is
     // a leak; unless the policy is ignore it is reclaimed (freed, handle invalidated).
     std::vector<Leak> end_scope(th_scope scope, std::string_view boundary, ViolationPolicy policy);
     // Owner boundary: every lease of `owner` up to `widest` scope.
     std::vector<Leak> end_owner(OwnerId owner, th_scope widest, std::string_view boundary, ViolationPolicy policy);
+    // After the model left `source`: plugin device memory of fit scope or narrower
+    // still there, and not attached to a parameter, is stranded.
+    std::vector<Leak> stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy);
 
     void record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail);
 
@@ -77,13 +96,21 @@ public:
     [[nodiscard]] std::size_t owner_count() const noexcept { return owners_.size(); }
     [[nodiscard]] std::size_t live_leases() const noexcept { return live_.size(); }
     [[nodiscard]] std::vector<LeaseRecord> leases_of(OwnerId owner) const;
+    // Leases on a device, by kind; for the device-residency checks and tests.
+    [[nodiscard]] std::vector<LeaseRecord> leases_on(device::DeviceIndex device) const;
 
 private:
     LeaseRecord& checked(OwnerId owner, th_handle handle, const char* operation);
+    void check_budget(OwnerId owner, std::uint64_t bytes) const;
+    void* allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex device,
+                            std::size_t& reserved) noexcept;
     void free_upstream(const LeaseRecord& lease) noexcept;
-    std::vector<Leak> collect(std::string_view boundary, ViolationPolicy policy, auto&& matches);
+    void count_in(const LeaseRecord& lease) noexcept;
+    void count_out(const LeaseRecord& lease) noexcept;
+    template <typename Matches>
+    std::vector<Leak> collect(std::string_view boundary, ViolationPolicy policy, Matches&& matches);
 
-    device::MemoryResource& memory_;
+    std::vector<device::Device*> devices_;
     std::vector<std::string> owners_;
     std::vector<OwnerUsage> usage_;
     std::unordered_map<std::uint64_t, LeaseRecord> live_;
@@ -91,6 +118,7 @@ private:
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
+    bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;
 };

@@ -21,23 +21,33 @@ std::string_view misuse_name(MisuseKind kind) noexcept {
     case MisuseKind::use_after_reclaim: return "use_after_reclaim";
     case MisuseKind::out_of_range: return "out_of_range";
     case MisuseKind::out_of_phase: return "out_of_phase";
-    case MisuseKind::over_budget: return "over_budget";
+    case MisuseKind::use_after_free: return "use_after_free";
+    case MisuseKind::size_mismatch: return "size_mismatch";
     }
     return "unknown";
 }
 
 std::string format_leak(const Leak& leak) {
     const LeaseRecord& l = leak.lease;
-    return fmt::format("leak: plugin={} kind={} bytes={} tag={} scope={} acquired_in={} fit={} epoch={} step={} id={} "
+    std::string line = fmt::format("leak: plugin={} kind={} bytes={} tag={} scope={} acquired_in={} fit={} epoch={} step={} id={} "
                        "detected_at={}",
                        leak.owner, kind_name(l.kind), l.bytes_requested, l.tag.empty() ? "-" : l.tag,
                        scope_name(l.scope), phase_name(l.acquired_in), l.acquired_at.fit, l.acquired_at.epoch,
                        l.acquired_at.step, l.id, leak.detected_at);
+    if (l.stack) line += "\n  acquired at:\n" + format_stack(*l.stack);
+    return line;
 }
 
 std::string format_misuse(const Misuse& misuse) {
     return fmt::format("misuse: plugin={} kind={} phase={} id={} detail={}", misuse.owner, misuse_name(misuse.kind),
                        phase_name(misuse.phase), misuse.lease_id, misuse.detail);
+}
+
+std::string human_bytes(std::uint64_t bytes) {
+    if (bytes < 1024) return fmt::format("{} B", bytes);
+    if (bytes < 1024 * 1024) return fmt::format("{:.1f} KiB", static_cast<double>(bytes) / 1024);
+    if (bytes < 1024ull * 1024 * 1024) return fmt::format("{:.1f} MiB", static_cast<double>(bytes) / (1024.0 * 1024));
+    return fmt::format("{:.2f} GiB", static_cast<double>(bytes) / (1024.0 * 1024 * 1024));
 }
 
 }  // namespace trainhost::resources

@@ -19,7 +19,16 @@ struct Leak {
     std::string detected_at;  // the boundary: "batch_end", "epoch_end", "teardown", "destroy", ...
 };
 
-enum class MisuseKind { double_free, foreign_handle, unknown_handle, use_after_reclaim, out_of_range, out_of_phase, over_budget };
+enum class MisuseKind {
+    double_free,
+    use_after_free,
+    foreign_handle,
+    unknown_handle,
+    use_after_reclaim,
+    size_mismatch,
+    out_of_range,
+    out_of_phase,
+};
 
 [[nodiscard]] std::string_view misuse_name(MisuseKind kind) noexcept;
 
@@ -35,5 +44,8 @@ struct Misuse {
 // leak: plugin=pruning kind=device_memory bytes=25165824 tag=lottery_originals scope=fit acquired_in=setup fit=3 epoch=0 step=0 id=4711 detected_at=teardown
 [[nodiscard]] std::string format_leak(const Leak& leak);
 [[nodiscard]] std::string format_misuse(const Misuse& misuse);
+
+// "1.5 MiB", "512 B": sizes as people read them.
+[[nodiscard]] std::string human_bytes(std::uint64_t bytes);
 
 }  // namespace trainhost::resources

@@ -39,9 +39,9 @@ private:
         ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, bytes_, scope_, "forgotten", &handle),
                          "acquire");
         if (double_free_) {
-            ctx.link().check(api.release(ctx.link().host(), handle), "release");
+            ctx.link().check(api.release(ctx.link().host(), handle, bytes_), "release");
             // The second release must be refused and counted, not crash.
-            if (api.release(ctx.link().host(), handle) != TH_INVALID_HANDLE)
+            if (api.release(ctx.link().host(), handle, bytes_) != TH_INVALID_HANDLE)
                 throw std::runtime_error("a double free was accepted");
         }
     }

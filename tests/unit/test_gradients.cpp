@@ -1,8 +1,7 @@
 // Backpropagation through whole models checked against central finite differences,
 // for each layer kind and each loss, on fresh random data.
 #include "config/run_config.hpp"
-#include "device/cpu/cpu_backend.hpp"
-#include "device/cpu/cpu_memory_resource.hpp"
+#include "device/cpu/cpu_device.hpp"
 #include "nn/model.hpp"
 
 #include <catch2/catch.hpp>
@@ -20,13 +19,13 @@ struct Case {
 };
 
 void check_gradients(const Case& c) {
-    device::CpuMemoryResource memory;
-    device::CpuBackend backend;
-    resources::Ledger ledger(memory);
+    device::CpuDevice cpu(0);
+    device::Backend& backend = cpu.backend();
+    resources::Ledger ledger({&cpu});
     constexpr std::size_t rows = 5, in = 6;
     config::ModelSpec spec{c.layers, c.loss};
     const std::size_t out = c.layers.back().type == "dense" ? c.layers.back().units : 4;
-    nn::Model model(spec, in, out, nn::LayerContext{backend, ledger, rows}, 1234);
+    nn::Model model(spec, in, out, nn::LayerContext{backend, ledger, rows, 0}, 1234);
     const auto kind = nn::loss_kind(c.loss);
 
     std::mt19937 rng(99);

@@ -1,4 +1,4 @@
-#include "device/cpu/cpu_memory_resource.hpp"
+#include "device/cpu/cpu_device.hpp"
 #include "resources/ledger.hpp"
 
 #include <catch2/catch.hpp>
@@ -10,16 +10,17 @@ using resources::ResourceError;
 using resources::ViolationPolicy;
 
 TEST_CASE("ledger attributes memory to its owner and gives it back", "[ledger]") {
-    device::CpuMemoryResource memory;
-    Ledger ledger(memory);
+    device::CpuDevice cpu(0);
+    device::MemoryResource& memory = cpu.memory();
+    Ledger ledger({&cpu});
     const auto plugin = ledger.register_owner("pruning");
     th_handle a = ledger.acquire(plugin, TH_RESOURCE_DEVICE_MEMORY, 1000, TH_SCOPE_FIT, "originals");
     th_handle b = ledger.acquire(resources::kCoreOwner, TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "weights");
     CHECK(ledger.usage(plugin).bytes_in_use == 1000);
     CHECK(ledger.usage(plugin).bytes_reserved == 1024);  // 64-byte rounding
     CHECK(memory.stats().in_use == 1064);
-    ledger.release(plugin, a);
-    ledger.release(resources::kCoreOwner, b);
+    ledger.release(plugin, a, 1000);
+    ledger.release(resources::kCoreOwner, b, 64);
     CHECK(ledger.usage(plugin).bytes_in_use == 0);
     CHECK(ledger.usage(plugin).peak_bytes_in_use == 1000);
     CHECK(memory.stats().in_use == 0);
@@ -28,35 +29,36 @@ TEST_CASE("ledger attributes memory to its owner and gives it back", "[ledger]")
 }
 
 TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
-    device::CpuMemoryResource memory;
-    Ledger ledger(memory);
+    device::CpuDevice cpu(0);
+    device::MemoryResource& memory = cpu.memory();
+    Ledger ledger({&cpu});
     const auto alice = ledger.register_owner("alice");
     const auto bob = ledger.register_owner("bob");
     th_handle handle = ledger.acquire(alice, TH_RESOURCE_DEVICE_MEMORY, 128, TH_SCOPE_EPOCH, "x");
 
     SECTION("freeing another owner's handle") {
-        CHECK_THROWS_WITH(ledger.release(bob, handle), Catch::Contains("belongs to alice"));
+        CHECK_THROWS_WITH(ledger.release(bob, handle, 128), Catch::Contains("belongs to alice"));
         REQUIRE(ledger.misuses().size() == 1);
         CHECK(ledger.misuses()[0].kind == MisuseKind::foreign_handle);
         CHECK(ledger.usage(alice).bytes_in_use == 128);  // still alice's
-        ledger.release(alice, handle);
+        ledger.release(alice, handle, 128);
     }
     SECTION("double free") {
-        ledger.release(alice, handle);
-        CHECK_THROWS_AS(ledger.release(alice, handle), ResourceError);
+        ledger.release(alice, handle, 128);
+        CHECK_THROWS_AS(ledger.release(alice, handle, 128), ResourceError);
         REQUIRE(ledger.misuses().size() == 1);
         CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
         CHECK(memory.stats().in_use == 0);  // never negative, never freed twice
     }
     SECTION("unknown handle") {
-        CHECK_THROWS_AS(ledger.release(alice, th_handle{999999, 1, 0}), ResourceError);
+        CHECK_THROWS_AS(ledger.release(alice, th_handle{999999, 1, 0}, 128), ResourceError);
         CHECK(ledger.misuses()[0].kind == MisuseKind::unknown_handle);
-        ledger.release(alice, handle);
+        ledger.release(alice, handle, 128);
     }
     SECTION("access out of range") {
         CHECK_THROWS_WITH((void)ledger.address(alice, handle, 100, 64), Catch::Contains("which holds 128 bytes"));
         CHECK(ledger.misuses()[0].kind == MisuseKind::out_of_range);
-        ledger.release(alice, handle);
+        ledger.release(alice, handle, 128);
     }
     SECTION("use after reclaim") {
         auto leaks = ledger.end_scope(TH_SCOPE_EPOCH, "epoch_end", ViolationPolicy::fail);
@@ -69,8 +71,9 @@ TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
 }
 
 TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", "[ledger]") {
-    device::CpuMemoryResource memory;
-    Ledger ledger(memory);
+    device::CpuDevice cpu(0);
+    device::MemoryResource& memory = cpu.memory();
+    Ledger ledger({&cpu});
     const auto owner = ledger.register_owner("p");
     ledger.set_position(resources::Phase::setup, {2, 3, 40});
     th_handle step = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 16, TH_SCOPE_STEP, "s");
@@ -91,8 +94,9 @@ TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", 
 }
 
 TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
-    device::CpuMemoryResource memory;
-    Ledger ledger(memory);
+    device::CpuDevice cpu(0);
+    device::MemoryResource& memory = cpu.memory();
+    Ledger ledger({&cpu});
     const auto owner = ledger.register_owner("p");
     CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_SESSION, ""),
                       Catch::Contains("cannot outlive the plugin"));

@@ -1,6 +1,5 @@
 // Optimizer steps through the model's own classes, against values worked by hand.
-#include "device/cpu/cpu_backend.hpp"
-#include "device/cpu/cpu_memory_resource.hpp"
+#include "device/cpu/cpu_device.hpp"
 #include "nn/optimizer.hpp"
 
 #include <catch2/catch.hpp>
@@ -10,13 +9,13 @@ using namespace trainhost;
 namespace {
 
 struct Fixture {
-    device::CpuMemoryResource memory;
-    device::CpuBackend backend;
-    resources::Ledger ledger{memory};
+    device::CpuDevice cpu{0};
+    device::Backend& backend = cpu.backend();
+    resources::Ledger ledger{{&cpu}};
 
     nn::Parameter parameter(nn::ParamId id, std::vector<float> value, std::vector<float> grad) {
-        nn::Parameter p{id, "p" + std::to_string(id), nn::Tensor(ledger, {value.size()}, TH_SCOPE_FIT, "value"),
-                        nn::Tensor(ledger, {grad.size()}, TH_SCOPE_FIT, "grad")};
+        nn::Parameter p{id, "p" + std::to_string(id), nn::Tensor(ledger, {value.size()}, TH_SCOPE_FIT, "value", 0),
+                        nn::Tensor(ledger, {grad.size()}, TH_SCOPE_FIT, "grad", 0)};
         std::copy(value.begin(), value.end(), p.value.data());
         std::copy(grad.begin(), grad.end(), p.grad.data());
         return p;

@@ -8,6 +8,7 @@ namespace trainhost::device {
 class CpuMemoryResource final : public MemoryResource {
 public:
     static constexpr std::size_t kAlignment = 64;
+    explicit CpuMemoryResource(std::string name = "cpu") : name_(std::move(name)) {}
 
     [[nodiscard]] const std::string& device_name() const noexcept override { return name_; }
     [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) noexcept override;
@@ -17,7 +18,7 @@ public:
     [[nodiscard]] MemoryStats stats() const noexcept override { return stats_; }
 
 private:
-    std::string name_ = "cpu";
+    std::string name_;
     MemoryStats stats_;
 };
 

@@ -152,6 +152,10 @@ typedef struct th_param_info {
     uint64_t numel;
     uint32_t rank;
     uint64_t shape[4];
+    /* Identifies the parameter's current storage; it changes whenever the core
+     * moves the model. State keyed by it (rather than by param_id) goes stale. */
+    uint64_t storage_id;
+    const char* device; /* where the parameter lives now, e.g. "cpu:0" */
 } th_param_info;
 
 typedef enum th_option_type {
@@ -207,17 +211,32 @@ typedef struct th_host_api {
     th_status (*param_write)(th_host* host, uint32_t index, const float* src, uint64_t count);
 
     /* Resources owned by this plugin instance. `bytes` is ignored for kinds that
-     * are not memory. A lease must be released before its scope ends. */
+     * are not memory. A lease must be released before its scope ends; for memory
+     * kinds, release must name the size acquired (a mismatch is refused as misuse). */
     th_status (*acquire)(th_host* host, th_resource_kind kind, uint64_t bytes, th_scope scope,
                          const char* tag, th_handle* out);
-    th_status (*release)(th_host* host, th_handle handle);
+    th_status (*release)(th_host* host, th_handle handle, uint64_t bytes);
     th_status (*promote)(th_host* host, th_handle handle, th_scope scope);
+    /* Makes a device-memory lease state of a parameter: whenever the core moves the
+     * model, the lease moves with it (same handle, new device). */
+    th_status (*attach_to_param)(th_host* host, th_handle handle, uint32_t param_index);
 
-    /* Device-agnostic access to a memory lease. */
+    /* Device-agnostic access to a memory lease (device or pinned). */
     th_status (*copy_to_host)(th_host* host, th_handle src, uint64_t offset, void* dst,
                               uint64_t bytes);
     th_status (*copy_from_host)(th_host* host, th_handle dst, uint64_t offset, const void* src,
                                 uint64_t bytes);
+
+    /* Ordering objects. */
+    th_status (*stream_synchronize)(th_host* host, th_handle stream);
+    th_status (*event_record)(th_host* host, th_handle event, th_handle stream);
+    th_status (*event_query)(th_host* host, th_handle event, int* complete);
+
+    /* Ask the core to move the model (parameters, gradients, optimizer state and
+     * attached plugin state, together) to `device` ("auto", "cpu", "cpu:1",
+     * "cuda:0") once the current hook returns. Allowed in to_device and
+     * epoch_start. Moving to where the model already is does nothing. */
+    th_status (*move_model)(th_host* host, const char* device);
 } th_host_api;
 
 /* A hook: every slot of the vtable has this signature. */

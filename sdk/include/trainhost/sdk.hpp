@@ -84,7 +84,7 @@ public:
     void reset() noexcept {
         if (held_) {
             held_ = false;
-            link_.api().release(link_.host(), handle_);
+            link_.api().release(link_.host(), handle_, bytes_);
         }
     }
     // Extends the lease's life to a wider scope.
@@ -120,6 +120,31 @@ public:
                                                values.size_bytes()),
                      "copy_to_host");
     }
+    // Makes this buffer state of a parameter: it then moves with the model.
+    void attach_to_param(std::uint32_t param_index) {
+        link().check(link().api().attach_to_param(link().host(), handle(), param_index), "attach_to_param");
+    }
+};
+
+// An in-order queue of device work.
+class Stream : public Lease {
+public:
+    using Lease::Lease;
+    void synchronize() { link().check(link().api().stream_synchronize(link().host(), handle()), "stream_synchronize"); }
+};
+
+// Marks a point in a stream's work; complete once everything before it ran.
+class Event : public Lease {
+public:
+    using Lease::Lease;
+    void record(const Stream& stream) {
+        link().check(link().api().event_record(link().host(), handle(), stream.handle()), "event_record");
+    }
+    [[nodiscard]] bool complete() const {
+        int done = 0;
+        link().check(link().api().event_query(link().host(), handle(), &done), "event_query");
+        return done != 0;
+    }
 };
 
 struct ParamInfo {
@@ -127,6 +152,8 @@ struct ParamInfo {
     std::string name;
     std::uint64_t numel = 0;
     std::vector<std::uint64_t> shape;
+    std::uint64_t storage_id = 0;
+    std::string device;
 };
 
 using TrainState = th_train_state;
@@ -178,7 +205,8 @@ public:
         th_param_info raw{};
         raw.struct_size = sizeof raw;
         link_.check(link_.api().param_info(link_.host(), index, &raw), "param_info");
-        ParamInfo info{raw.param_id, raw.name ? raw.name : "", raw.numel, {}};
+        ParamInfo info{raw.param_id, raw.name ? raw.name : "", raw.numel, {}, raw.storage_id,
+                       raw.device ? raw.device : ""};
         info.shape.assign(raw.shape, raw.shape + (raw.rank < 4 ? raw.rank : 4));
         return info;
     }
@@ -196,10 +224,25 @@ public:
         return DeviceBuffer(link_, acquire_handle(TH_RESOURCE_DEVICE_MEMORY, bytes, scope, tag),
                             TH_RESOURCE_DEVICE_MEMORY, bytes);
     }
-    // Any other kind of resource (stream, event, pinned memory, library handle).
-    [[nodiscard]] Lease acquire(th_resource_kind kind, std::uint64_t bytes, th_scope scope,
-                                const std::string& tag) {
-        return Lease(link_, acquire_handle(kind, bytes, scope, tag), kind, bytes);
+    // Page-locked host memory for fast transfers (ordinary host memory on the CPU).
+    [[nodiscard]] DeviceBuffer allocate_pinned(std::uint64_t bytes, th_scope scope, const std::string& tag) {
+        return DeviceBuffer(link_, acquire_handle(TH_RESOURCE_PINNED_MEMORY, bytes, scope, tag),
+                            TH_RESOURCE_PINNED_MEMORY, bytes);
+    }
+    [[nodiscard]] Stream stream(th_scope scope, const std::string& tag) {
+        return Stream(link_, acquire_handle(TH_RESOURCE_STREAM, 0, scope, tag), TH_RESOURCE_STREAM, 0);
+    }
+    [[nodiscard]] Event event(th_scope scope, const std::string& tag) {
+        return Event(link_, acquire_handle(TH_RESOURCE_EVENT, 0, scope, tag), TH_RESOURCE_EVENT, 0);
+    }
+    // A library handle (TH_RESOURCE_BLAS_HANDLE, TH_RESOURCE_DNN_HANDLE).
+    [[nodiscard]] Lease acquire(th_resource_kind kind, th_scope scope, const std::string& tag) {
+        return Lease(link_, acquire_handle(kind, 0, scope, tag), kind, 0);
+    }
+
+    // Moves the model once this hook returns (allowed in to_device and epoch_start).
+    void move_model(const std::string& device) {
+        link_.check(link_.api().move_model(link_.host(), device.c_str()), "move_model");
     }
 
     [[nodiscard]] HostLink link() const noexcept { return link_; }
