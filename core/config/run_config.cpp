@@ -138,6 +138,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     RunConfig config;
     config.file = file;
     TableReader reader(root, "run config", file);
+    config.mode = reader.one_of("mode", "train", {"train", "predict"});
     config.seed = static_cast<std::uint64_t>(reader.integer_in("seed", 42, 0, INT64_MAX));
     config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, 1'000'000));
     config.device = reader.string("device").value_or("auto");
@@ -148,6 +149,11 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     read_model(reader, config);
     read_optimizer(reader, config);
     read_resources(reader, config);
+    if (const toml::table* predict = reader.table("predict")) {
+        TableReader predict_reader(*predict, "[predict]", config.file);
+        config.predict_passes = static_cast<std::uint64_t>(predict_reader.integer_in("passes", 1, 1, 1'000'000'000));
+        predict_reader.reject_unknown_keys();
+    }
     read_plugin_tables(reader, config);
     reader.reject_unknown_keys();
     return config;

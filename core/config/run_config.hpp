@@ -56,6 +56,8 @@ struct PluginTable {
 
 struct RunConfig {
     std::filesystem::path file;
+    std::string mode = "train";        // train, or predict: forward passes only
+    std::uint64_t predict_passes = 1;  // [predict] passes
     std::uint64_t seed = 42;
     std::uint32_t epochs = 1;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N

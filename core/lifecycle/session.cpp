@@ -133,7 +133,7 @@ void Session::load_plugins() {
 
 void Session::enter(Phase phase) {
     state_.phase = phase <= Phase::exception ? static_cast<th_hook>(phase) : state_.phase;
-    ledger_->set_position(phase, {state_.fit_index, state_.epoch, state_.global_step});
+    ledger_->set_position(phase, {state_.fit_index, state_.epoch, fit_step_});
 }
 
 th_control Session::dispatch(th_hook hook) {
@@ -178,6 +178,18 @@ void Session::record_leaks(std::vector<resources::Leak> leaks) {
     }
 }
 
+// Memory held past a step may be set up in the fit's first step (lazy state, as
+// optimizers do); taking more in any later step is a pool that only grows.
+void Session::check_steady_state() {
+    if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
+    auto grown = ledger_->taken_after_warmup(0, "batch_end");
+    if (grown.empty()) return;
+    std::string first = resources::format_leak(grown.front());
+    record_leaks(std::move(grown));
+    if (options_.config.on_violation == resources::ViolationPolicy::fail)
+        throw FitFailure(fmt::format("resource contract violated at batch_end: {}", first), kExitResourceContract);
+}
+
 void Session::check_scope(th_scope scope, std::string_view boundary) {
     if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     auto leaks = ledger_->end_scope(scope, boundary, options_.config.on_violation);
@@ -213,6 +225,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.fit_index = index;
     state_.epoch = 0;
     state_.global_step = 0;
+    fit_step_ = 0;
+    batches_started_ = 0;
     metrics_.clear();
     failure_.clear();
     fit_ = std::make_unique<FitState>();
@@ -227,7 +241,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
             instances_.back()->create();
             enter(Phase::core);
         }
-        train_fit(record);
+        if (options_.config.mode == "predict") predict_fit(record);
+        else train_fit(record);
     } catch (const FitFailure& e) {
         record.failure = e.what();
         record.failure_exit = e.exit_code();
@@ -256,6 +271,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     fit_.reset();  // the core gives back the model, its optimizer state and the batch buffers
     enter(Phase::teardown);
     const auto policy = options_.config.on_violation;
+    const std::size_t leaks_before = leaks_.size();
     if (policy != resources::ViolationPolicy::ignore)
         record_leaks(ledger_->end_scope(TH_SCOPE_FIT, "teardown", policy));
     for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
@@ -263,6 +279,12 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
         (*it)->destroy();
         // The owner is gone: whatever it still holds is reclaimed whatever the policy.
         record_leaks(ledger_->end_owner((*it)->owner(), TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::warn));
+    }
+    // A leak found at this fit's end stops further repeats, as any failure does.
+    if (record.failure.empty() && policy == resources::ViolationPolicy::fail && leaks_.size() > leaks_before) {
+        record.failure = fmt::format("resource contract violated at the end of fit {}: {}", index + 1,
+                                     resources::format_leak(leaks_[leaks_before]));
+        record.failure_exit = kExitResourceContract;
     }
     instances_.clear();
     enter(Phase::core);
@@ -274,7 +296,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
 }
 
-void Session::train_fit(FitRecord& record) {
+void Session::build_fit() {
     const config::RunConfig& config = options_.config;
     FitState& fit = *fit_;
     const std::size_t rows = config.data.batch_size;
@@ -296,7 +318,12 @@ void Session::train_fit(FitRecord& record) {
     fit.host_labels.resize(train_.classes > 0 ? rows : 0);
     fit.host_targets.resize(rows * train_.target_width);
     fit.batcher = std::make_unique<data::Batcher>(train_, rows, config.data.shuffle, config.seed);
+}
 
+void Session::train_fit(FitRecord& record) {
+    const config::RunConfig& config = options_.config;
+    FitState& fit = *fit_;
+    build_fit();
     dispatch(TH_HOOK_SETUP);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
@@ -317,6 +344,33 @@ void Session::train_fit(FitRecord& record) {
     dispatch(TH_HOOK_FIT_END);
 }
 
+// Forward passes only, cycling over the data's batches; each pass is a step, with
+// the validation batch hooks around it. Memory must be flat after the first pass.
+void Session::predict_fit(FitRecord& record) {
+    build_fit();
+    FitState& fit = *fit_;
+    dispatch(TH_HOOK_SETUP);
+    dispatch(TH_HOOK_TO_DEVICE);
+    apply_pending_move();
+    data::Batcher batcher(train_, fit.model->max_rows(), false, options_.config.seed);
+    state_.batches_in_epoch = options_.config.predict_passes;
+    dispatch(TH_HOOK_VALIDATION_START);
+    for (std::uint64_t pass = 0; pass < options_.config.predict_passes; ++pass) {
+        state_.batch_index = pass;
+        fit_step_ = pass;
+        const std::size_t rows = batcher.gather(pass % batcher.batches(), fit.host_features, fit.host_labels, fit.host_targets);
+        state_.batch_samples = rows;
+        dispatch(TH_HOOK_VAL_BATCH_START);
+        upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
+        fit.model->forward(rows, false);
+        dispatch(TH_HOOK_VAL_BATCH_END);
+        check_scope(TH_SCOPE_STEP, "val_batch_end");
+        if (pass == 0) record.predict_first = memory_snapshot();
+    }
+    record.predict_last = memory_snapshot();
+    dispatch(TH_HOOK_VALIDATION_END);
+}
+
 void Session::train_epoch() {
     FitState& fit = *fit_;
     metrics_.erase("train_loss");
@@ -329,6 +383,7 @@ void Session::train_epoch() {
     std::size_t correct = 0;
     for (std::size_t b = 0; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
+        fit_step_ = batches_started_++;
         const std::size_t rows = fit.batcher->gather(b, fit.host_features, fit.host_labels, fit.host_targets);
         state_.batch_samples = rows;
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
@@ -360,6 +415,7 @@ void Session::train_epoch() {
         }
         dispatch(TH_HOOK_BATCH_END);
         check_scope(TH_SCOPE_STEP, "batch_end");
+        check_steady_state();
     }
 }
 

@@ -55,6 +55,9 @@ struct FitRecord {
     std::string failure;  // empty when the fit succeeded
     int failure_exit = 0;
     MemorySnapshot after_teardown;  // after teardown, destroy and trim
+    // Predict mode: memory after the first and after the last forward pass.
+    std::optional<MemorySnapshot> predict_first;
+    std::optional<MemorySnapshot> predict_last;
 };
 
 struct OwnerSummary {
@@ -104,7 +107,9 @@ private:
     void load_data();
     void load_plugins();
     void run_fit(std::uint32_t index, FitRecord& record);
+    void build_fit();
     void train_fit(FitRecord& record);
+    void predict_fit(FitRecord& record);
     void train_epoch();
     void train_batch(std::size_t batch_index);
     void upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
@@ -113,6 +118,7 @@ private:
     th_control dispatch(th_hook hook);
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
+    void check_steady_state();
     void enter(resources::Phase phase);
     void apply_pending_move();
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
@@ -138,6 +144,8 @@ private:
     std::unique_ptr<FitState> fit_;
     std::map<std::string, double, std::less<>> metrics_;
     th_train_state state_{};
+    std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
+    std::uint64_t batches_started_ = 0;
     std::string failure_;
     std::vector<resources::Leak> leaks_;
 };

@@ -111,6 +111,9 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.address = address;
     lease.device = device;
     if (capture_stacks_) lease.stack = capture_stack();
+    const auto phase = static_cast<std::uint32_t>(phase_);
+    if (owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END)
+        taken_in_steps_.push_back(lease.id);
     count_in(lease);
     th_handle handle{lease.id, lease.generation, 0};
     live_.emplace(lease.id, std::move(lease));
@@ -225,10 +228,10 @@ void Ledger::relocate_attached(device::DeviceIndex target) {
 }
 
 template <typename Matches>
-std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy policy, Matches&& matches) {
+std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy policy, LeakRule rule, Matches&& matches) {
     std::vector<Leak> leaks;
     for (const auto& [id, lease] : live_)
-        if (matches(lease)) leaks.push_back(Leak{lease, owners_.at(lease.owner), std::string(boundary)});
+        if (matches(lease)) leaks.push_back(Leak{lease, owners_.at(lease.owner), std::string(boundary), rule});
     // Report in acquisition order, whatever the hash map's order.
     std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.lease.id < b.lease.id; });
     if (policy != ViolationPolicy::ignore) {
@@ -246,20 +249,31 @@ std::vector<Leak> Ledger::end_scope(th_scope scope, std::string_view boundary, V
     bool any = false;
     for (int s = TH_SCOPE_STEP; s <= scope; ++s) any = any || leases_per_scope_[s] > 0;
     if (!any) return {};
-    return collect(boundary, policy, [&](const LeaseRecord& lease) { return lease.scope <= scope; });
+    return collect(boundary, policy, LeakRule::scope_end, [&](const LeaseRecord& lease) { return lease.scope <= scope; });
 }
 
 std::vector<Leak> Ledger::end_owner(OwnerId owner, th_scope widest, std::string_view boundary, ViolationPolicy policy) {
     if (usage_.at(owner).leases == 0) return {};
-    return collect(boundary, policy,
+    return collect(boundary, policy, LeakRule::owner_end,
                    [&](const LeaseRecord& lease) { return lease.owner == owner && lease.scope <= widest; });
 }
 
 std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy) {
-    return collect(boundary, policy, [&](const LeaseRecord& lease) {
+    return collect(boundary, policy, LeakRule::stranded, [&](const LeaseRecord& lease) {
         return lease.device == source && lease.owner != kCoreOwner && lease.kind == TH_RESOURCE_DEVICE_MEMORY &&
                !lease.attached_param && lease.scope <= TH_SCOPE_FIT;
     });
+}
+
+std::vector<Leak> Ledger::taken_after_warmup(std::uint64_t first_step, std::string_view boundary) {
+    std::vector<Leak> leaks;
+    for (std::uint64_t id : taken_in_steps_) {
+        auto found = live_.find(id);
+        if (found == live_.end() || found->second.acquired_at.step <= first_step) continue;
+        leaks.push_back(Leak{found->second, owners_.at(found->second.owner), std::string(boundary), LeakRule::growth});
+    }
+    taken_in_steps_.clear();
+    return leaks;
 }
 
 void Ledger::record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail) {

@@ -88,6 +88,10 @@ public:
     // After the model left `source`: plugin device memory of fit scope or narrower
     // still there, and not attached to a parameter, is stranded.
     std::vector<Leak> stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy);
+    // Steady state: plugin leases of epoch scope or wider taken inside a step hook
+    // after the fit's first step (`first_step`), since the last call. Reported, not
+    // reclaimed: the plugin may still hold them legitimately until teardown.
+    std::vector<Leak> taken_after_warmup(std::uint64_t first_step, std::string_view boundary);
 
     void record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail);
 
@@ -108,7 +112,7 @@ private:
     void count_in(const LeaseRecord& lease) noexcept;
     void count_out(const LeaseRecord& lease) noexcept;
     template <typename Matches>
-    std::vector<Leak> collect(std::string_view boundary, ViolationPolicy policy, Matches&& matches);
+    std::vector<Leak> collect(std::string_view boundary, ViolationPolicy policy, LeakRule rule, Matches&& matches);
 
     std::vector<device::Device*> devices_;
     std::vector<std::string> owners_;
@@ -118,6 +122,7 @@ private:
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
+    std::vector<std::uint64_t> taken_in_steps_;  // candidates for the steady-state rule
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;

@@ -27,13 +27,23 @@ std::string_view misuse_name(MisuseKind kind) noexcept {
     return "unknown";
 }
 
+std::string_view rule_name(LeakRule rule) noexcept {
+    switch (rule) {
+    case LeakRule::scope_end: return "scope_end";
+    case LeakRule::owner_end: return "owner_end";
+    case LeakRule::stranded: return "stranded";
+    case LeakRule::growth: return "growth";
+    }
+    return "unknown";
+}
+
 std::string format_leak(const Leak& leak) {
     const LeaseRecord& l = leak.lease;
     std::string line = fmt::format("leak: plugin={} kind={} bytes={} tag={} scope={} acquired_in={} fit={} epoch={} step={} id={} "
-                       "detected_at={}",
+                       "detected_at={} rule={}",
                        leak.owner, kind_name(l.kind), l.bytes_requested, l.tag.empty() ? "-" : l.tag,
                        scope_name(l.scope), phase_name(l.acquired_in), l.acquired_at.fit, l.acquired_at.epoch,
-                       l.acquired_at.step, l.id, leak.detected_at);
+                       l.acquired_at.step, l.id, leak.detected_at, rule_name(leak.rule));
     if (l.stack) line += "\n  acquired at:\n" + format_stack(*l.stack);
     return line;
 }

@@ -12,11 +12,21 @@ enum class ViolationPolicy { fail, warn, ignore };
 
 [[nodiscard]] std::string_view policy_name(ViolationPolicy policy) noexcept;
 
-// A lease still held when its scope (or its owner) ended.
+// Why the ledger calls a lease a leak.
+enum class LeakRule {
+    scope_end,  // still held when its scope ended
+    owner_end,  // still held when its owner was destroyed
+    stranded,   // left on the device the model moved away from
+    growth,     // wider-than-step memory taken after the fit's first step: a pool that only grows
+};
+
+[[nodiscard]] std::string_view rule_name(LeakRule rule) noexcept;
+
 struct Leak {
     LeaseRecord lease;
     std::string owner;
     std::string detected_at;  // the boundary: "batch_end", "epoch_end", "teardown", "destroy", ...
+    LeakRule rule = LeakRule::scope_end;
 };
 
 enum class MisuseKind {
@@ -41,7 +51,7 @@ struct Misuse {
 };
 
 // One line each, `key=value` fields, so that logs can be grepped and parsed:
-// leak: plugin=pruning kind=device_memory bytes=25165824 tag=lottery_originals scope=fit acquired_in=setup fit=3 epoch=0 step=0 id=4711 detected_at=teardown
+// leak: plugin=pruning kind=device_memory bytes=25165824 tag=lottery_originals scope=fit acquired_in=setup fit=3 epoch=0 step=0 id=4711 detected_at=teardown rule=scope_end
 [[nodiscard]] std::string format_leak(const Leak& leak);
 [[nodiscard]] std::string format_misuse(const Misuse& misuse);
 

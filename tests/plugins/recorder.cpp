@@ -12,8 +12,12 @@ public:
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
     };
-    Recorder(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
-        : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")) {}
+    Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
+        : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")) {
+        // A static outlives instances but not the library: it proves the library stays loaded.
+        static int instances = 0;
+        ctx.info("test_recorder instance " + std::to_string(++instances));
+    }
 
     void on_epoch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_epoch_end(ctx);

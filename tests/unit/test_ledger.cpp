@@ -83,7 +83,7 @@ TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", 
     CHECK(leaks[0].lease.id == step.id);
     CHECK(resources::format_leak(leaks[0]) ==
           "leak: plugin=p kind=device_memory bytes=16 tag=s scope=step acquired_in=setup fit=2 epoch=3 step=40 id=" +
-              std::to_string(step.id) + " detected_at=batch_end");
+              std::to_string(step.id) + " detected_at=batch_end rule=scope_end");
     // ignore leaves it in place; promote moves it out of the step scope.
     ledger.promote(owner, step, TH_SCOPE_EPOCH);
     CHECK(ledger.end_scope(TH_SCOPE_STEP, "batch_end", ViolationPolicy::fail).empty());

@@ -1,0 +1,46 @@
+// togpu: decides when and where the model goes; the core does the move, so
+// parameters, gradients, optimizer state and attached plugin state travel together
+// and memory stays flat however often it is asked (FluxTraining's ToDevice moved
+// the model every epoch behind the optimizer's back).
+#include <trainhost/sdk.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+using trainhost::sdk::Context;
+
+class ToGpu final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "togpu";
+    static constexpr const char* version = "1.0.0";
+    static constexpr const char* description = "move the model to a device once, or at every epoch start";
+    static constexpr const char* writes = "device";
+    static constexpr th_option_spec options[] = {
+        {"target", TH_OPTION_STRING, "\"auto\"",
+         "device to move to: auto (the best this build has), cpu, cpu:N, cuda, cuda:N"},
+        {"when", TH_OPTION_STRING, "\"once\"", "once (at to_device) or every_epoch (at each epoch start)"},
+    };
+
+    ToGpu(Context&, const trainhost::sdk::Options& options)
+        : target_(options.get_string("target")), every_epoch_(options.get_string("when") == "every_epoch") {
+        const std::string when = options.get_string("when");
+        if (when != "once" && when != "every_epoch")
+            throw std::invalid_argument("when must be once or every_epoch, not '" + when + "'");
+        if (target_.empty()) throw std::invalid_argument("target must name a device");
+    }
+
+    void on_to_device(Context& ctx) override { ctx.move_model(target_); }
+    void on_epoch_start(Context& ctx) override {
+        if (every_epoch_) ctx.move_model(target_);
+    }
+
+private:
+    std::string target_;
+    bool every_epoch_;
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(ToGpu)

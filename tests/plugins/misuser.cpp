@@ -1,0 +1,64 @@
+// Misuses the host API in one chosen way; each must be refused and counted, never crash.
+#include <trainhost/sdk.hpp>
+
+#include <stdexcept>
+#include <string>
+
+namespace {
+
+using trainhost::sdk::Context;
+
+class Misuser final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "test_misuser";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "misuses the host API";
+    static constexpr th_option_spec options[] = {
+        {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
+         "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget"},
+    };
+    Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
+
+    void on_setup(Context& ctx) override {
+        const auto& api = ctx.link().api();
+        if (misuse_ == "out_of_phase") {
+            // Stopping before training started is refused; the plugin carries on.
+            if (api.request_stop(ctx.link().host(), "too early") != TH_OUT_OF_PHASE)
+                throw std::runtime_error("an out-of-phase call was accepted");
+        } else if (misuse_ == "size_mismatch") {
+            th_handle handle{};
+            ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 256, TH_SCOPE_FIT, "sized", &handle),
+                             "acquire");
+            if (api.release(ctx.link().host(), handle, 128) != TH_INVALID_ARGUMENT)
+                throw std::runtime_error("a release of the wrong size was accepted");
+            ctx.link().check(api.release(ctx.link().host(), handle, 256), "release");
+        } else if (misuse_ == "out_of_range") {
+            auto buffer = ctx.allocate(64, TH_SCOPE_FIT, "small");
+            float values[32] = {};
+            if (api.copy_from_host(ctx.link().host(), buffer.handle(), 0, values, sizeof values) != TH_INVALID_ARGUMENT)
+                throw std::runtime_error("an out-of-range copy was accepted");
+        } else if (misuse_ == "over_budget") {
+            auto buffer = ctx.allocate(1 << 20, TH_SCOPE_FIT, "big");  // throws: the host refuses it
+        }
+    }
+    void on_batch_start(Context& ctx) override {
+        if (misuse_ != "use_after_reclaim") return;
+        const auto& api = ctx.link().api();
+        if (held_.id != 0) {
+            // The core reclaimed this step-scoped lease at the last batch_end.
+            float value = 0;
+            if (api.copy_to_host(ctx.link().host(), held_, 0, &value, sizeof value) != TH_INVALID_HANDLE)
+                throw std::runtime_error("a reclaimed handle was usable");
+        }
+        ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_STEP, "kept", &held_),
+                         "acquire");
+    }
+
+private:
+    std::string misuse_;
+    th_handle held_{};
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Misuser)
