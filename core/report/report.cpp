@@ -29,7 +29,8 @@ nlohmann::json lease_json(const resources::Leak& leak) {
             {"epoch", l.acquired_at.epoch},
             {"step", l.acquired_at.step},
             {"id", l.id},
-            {"detected_at", leak.detected_at}};
+            {"detected_at", leak.detected_at},
+            {"rule", resources::rule_name(leak.rule)}};
 }
 
 nlohmann::json memory_json(const lifecycle::MemorySnapshot& snapshot) {

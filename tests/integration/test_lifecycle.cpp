@@ -84,7 +84,7 @@ TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", 
                                             "epoch_end",
                                             "fit_end",
                                             "teardown"};
-    for (const std::string& how : {std::string("throw"), std::string("unknown")}) {
+    for (const std::string& how : {std::string("throw"), std::string("unknown"), std::string("status")}) {
         for (const std::string& hook : hooks) {
             DYNAMIC_SECTION(how << " in " << hook) {
                 TempDir dir;
@@ -97,8 +97,10 @@ TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", 
                 auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder") +
                                                                            "," + test_plugin("test_thrower")});
                 CHECK(run.exit_code == 4);
-                CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + hook + ": " +
-                                             (how == "throw" ? "deliberate failure in " + hook : "unknown exception")));
+                const std::string message = how == "throw"     ? "deliberate failure in " + hook
+                                            : how == "unknown" ? std::string("unknown exception")
+                                                               : "out of scratch space in " + hook;
+                CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + hook + ": " + message));
                 CHECK_THAT(run.last_line(), Contains("resources: clean"));
                 auto lines = lines_of(test_support::read_file(log));
                 auto count = [&](const std::string& line) { return std::count(lines.begin(), lines.end(), line); };

@@ -14,7 +14,8 @@ public:
     static constexpr th_option_spec options[] = {
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in"},
-        {"how", TH_OPTION_STRING, "\"throw\"", "throw (a C++ exception) or unknown (a non-std exception)"},
+        {"how", TH_OPTION_STRING, "\"throw\"",
+         "throw (std::runtime_error), unknown (not a std::exception) or status (an sdk::Error carrying a status)"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
@@ -23,6 +24,7 @@ protected:
     void after_hook(const std::string& hook) override {
         if (hook != hook_) return;
         if (how_ == "unknown") throw 42;
+        if (how_ == "status") throw trainhost::sdk::Error(TH_OUT_OF_MEMORY, "out of scratch space in " + hook);
         throw std::runtime_error("deliberate failure in " + hook);
     }
 
