@@ -56,6 +56,7 @@ struct LeaseRecord {
     std::string tag;
     void* address = nullptr;  // memory kinds: the allocation; others: the object
     std::uint32_t device = 0;  // index into the ledger's devices
+    std::uint32_t slot = 0;    // where the ledger keeps it
     // Set when the lease is state of a model parameter: it then moves with it.
     std::optional<std::uint64_t> attached_param;
     std::shared_ptr<const AllocationStack> stack;

@@ -11,7 +11,7 @@ Ledger::Ledger(std::vector<device::Device*> devices) : devices_(std::move(device
 }
 
 Ledger::~Ledger() {
-    for (auto& [id, lease] : live_) free_upstream(lease);
+    live_.for_each([&](const LeaseRecord& lease) { free_upstream(lease); });
 }
 
 OwnerId Ledger::register_owner(const std::string& name) {
@@ -62,8 +62,9 @@ void Ledger::check_budget(OwnerId owner, std::uint64_t bytes) const {
     const OwnerUsage& usage = usage_.at(owner);
     if (usage.budget == 0 || usage.bytes_in_use + bytes <= usage.budget) return;
     std::map<std::pair<OwnerId, th_scope>, std::uint64_t> holders;
-    for (const auto& [id, lease] : live_)
+    live_.for_each([&](const LeaseRecord& lease) {
         if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) holders[{lease.owner, lease.scope}] += lease.bytes_requested;
+    });
     std::vector<std::pair<std::uint64_t, std::string>> ranked;
     for (const auto& [key, held] : holders)
         ranked.emplace_back(held, fmt::format("{} ({} scope) {}", owners_[key.first], scope_name(key.second),
@@ -97,7 +98,8 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
         throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot provide {} ({} bytes) for {} (tag {})",
                                                           devices_[device]->name(), kind_name(kind), bytes,
                                                           owners_.at(owner), tag));
-    LeaseRecord lease;
+    std::uint32_t slot = 0;
+    LeaseRecord& lease = live_.insert(slot);
     lease.id = next_id_++;
     lease.generation = 1;
     lease.kind = kind;
@@ -110,19 +112,19 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.tag = std::move(tag);
     lease.address = address;
     lease.device = device;
+    lease.slot = slot;
+    lease.attached_param.reset();
     if (capture_stacks_) lease.stack = capture_stack();
     const auto phase = static_cast<std::uint32_t>(phase_);
     if (owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END)
-        taken_in_steps_.push_back(lease.id);
+        taken_in_steps_.push_back(th_handle{lease.id, lease.generation, slot + 1});
     count_in(lease);
-    th_handle handle{lease.id, lease.generation, 0};
-    live_.emplace(lease.id, std::move(lease));
-    return handle;
+    return th_handle{lease.id, lease.generation, slot + 1};
 }
 
 LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
-    auto found = live_.find(handle.id);
-    if (found == live_.end()) {
+    LeaseRecord* found = live_.find(handle);
+    if (found == nullptr) {
         const bool released = handle.id != 0 && handle.id < next_id_;
         MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
                           : released && std::string_view(operation) == "release" ? MisuseKind::double_free
@@ -135,7 +137,7 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
         record_misuse(owner, kind, handle.id, detail);
         throw ResourceError(TH_INVALID_HANDLE, detail);
     }
-    LeaseRecord& lease = found->second;
+    LeaseRecord& lease = *found;
     if (lease.owner != owner) {
         std::string detail = fmt::format("{} of lease {}, which belongs to {}", operation, handle.id,
                                          owners_.at(lease.owner));
@@ -158,10 +160,11 @@ void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
         record_misuse(owner, MisuseKind::size_mismatch, handle.id, detail);
         throw ResourceError(TH_INVALID_ARGUMENT, detail);
     }
-    LeaseRecord lease = std::move(found);
-    live_.erase(handle.id);  // un-record first, then give back upstream
-    count_out(lease);
-    free_upstream(lease);
+    // Un-record first, then give back upstream (the slot's contents stay intact
+    // until the next insert, so the record is still readable here).
+    count_out(found);
+    live_.erase(found.slot);
+    free_upstream(found);
 }
 
 void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
@@ -208,13 +211,13 @@ const LeaseRecord& Ledger::record(OwnerId owner, th_handle handle) { return chec
 
 void Ledger::relocate_attached(device::DeviceIndex target) {
     device::Device& destination = *devices_.at(target);
-    for (auto& [id, lease] : live_) {
-        if (!lease.attached_param || lease.device == target) continue;
+    live_.for_each([&](LeaseRecord& lease) {
+        if (!lease.attached_param || lease.device == target) return;
         std::size_t reserved = 0;
         void* moved = destination.memory().allocate(lease.bytes_requested, reserved);
         if (moved == nullptr)
             throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot move lease {} ({} bytes) of {}",
-                                                              destination.name(), id, lease.bytes_requested,
+                                                              destination.name(), lease.id, lease.bytes_requested,
                                                               owners_[lease.owner]));
         std::vector<std::byte> staging(lease.bytes_requested);
         devices_[lease.device]->memory().copy_to_host(staging.data(), lease.address, staging.size());
@@ -224,22 +227,23 @@ void Ledger::relocate_attached(device::DeviceIndex target) {
         lease.address = moved;
         lease.bytes_reserved = reserved;
         lease.device = target;
-    }
+    });
 }
 
 template <typename Matches>
 std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy policy, LeakRule rule, Matches&& matches) {
     std::vector<Leak> leaks;
-    for (const auto& [id, lease] : live_)
+    live_.for_each([&](const LeaseRecord& lease) {
         if (matches(lease)) leaks.push_back(Leak{lease, owners_.at(lease.owner), std::string(boundary), rule});
+    });
     // Report in acquisition order, whatever the hash map's order.
     std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.lease.id < b.lease.id; });
     if (policy != ViolationPolicy::ignore) {
         for (const Leak& leak : leaks) {
-            auto node = live_.extract(leak.lease.id);
             reclaimed_.insert(leak.lease.id);
-            count_out(node.mapped());
-            free_upstream(node.mapped());
+            count_out(leak.lease);
+            live_.erase(leak.lease.slot);
+            free_upstream(leak.lease);
         }
     }
     return leaks;
@@ -267,10 +271,10 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 
 std::vector<Leak> Ledger::taken_after_warmup(std::uint64_t first_step, std::string_view boundary) {
     std::vector<Leak> leaks;
-    for (std::uint64_t id : taken_in_steps_) {
-        auto found = live_.find(id);
-        if (found == live_.end() || found->second.acquired_at.step <= first_step) continue;
-        leaks.push_back(Leak{found->second, owners_.at(found->second.owner), std::string(boundary), LeakRule::growth});
+    for (const th_handle& handle : taken_in_steps_) {
+        const LeaseRecord* found = live_.find(handle);
+        if (found == nullptr || found->acquired_at.step <= first_step) continue;
+        leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
     taken_in_steps_.clear();
     return leaks;
@@ -282,16 +286,18 @@ void Ledger::record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_i
 
 std::vector<LeaseRecord> Ledger::leases_of(OwnerId owner) const {
     std::vector<LeaseRecord> leases;
-    for (const auto& [id, lease] : live_)
+    live_.for_each([&](const LeaseRecord& lease) {
         if (lease.owner == owner) leases.push_back(lease);
+    });
     std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return leases;
 }
 
 std::vector<LeaseRecord> Ledger::leases_on(device::DeviceIndex device) const {
     std::vector<LeaseRecord> leases;
-    for (const auto& [id, lease] : live_)
+    live_.for_each([&](const LeaseRecord& lease) {
         if (lease.device == device) leases.push_back(lease);
+    });
     std::sort(leases.begin(), leases.end(), [](const auto& a, const auto& b) { return a.id < b.id; });
     return leases;
 }

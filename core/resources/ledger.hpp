@@ -8,11 +8,11 @@
 
 #include "device/device.hpp"
 #include "resources/lease.hpp"
+#include "resources/lease_table.hpp"
 #include "resources/violation.hpp"
 
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -117,12 +117,12 @@ private:
     std::vector<device::Device*> devices_;
     std::vector<std::string> owners_;
     std::vector<OwnerUsage> usage_;
-    std::unordered_map<std::uint64_t, LeaseRecord> live_;
+    LeaseTable live_;
     std::unordered_set<std::uint64_t> reclaimed_;
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
-    std::vector<std::uint64_t> taken_in_steps_;  // candidates for the steady-state rule
+    std::vector<th_handle> taken_in_steps_;  // candidates for the steady-state rule
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;

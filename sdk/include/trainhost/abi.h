@@ -110,7 +110,8 @@ typedef enum th_log_level {
 } th_log_level;
 
 /* A lease on a resource. `id` is never reused within a process; `generation`
- * changes when the core reclaims the lease, so a stale copy is detected. */
+ * changes when the core reclaims the lease, so a stale copy is detected.
+ * `reserved` is the host's own: plugins copy handles verbatim. */
 typedef struct th_handle {
     uint64_t id;
     uint32_t generation;
