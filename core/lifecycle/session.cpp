@@ -173,17 +173,20 @@ std::string Session::dispatch_unchecked(th_hook hook) {
 
 void Session::record_leaks(std::vector<resources::Leak> leaks) {
     for (auto& leak : leaks) {
-        if (options_.config.on_violation != resources::ViolationPolicy::ignore) err_ << resources::format_leak(leak) << '\n';
+        if (options_.config.on_violation != resources::ViolationPolicy::ignore) {
+            err_ << resources::format_leak(leak) << '\n';
+            if (leak.lease.stack) err_ << "  acquired at:\n" << resources::format_stack(*leak.lease.stack);
+        }
         leaks_.push_back(std::move(leak));
     }
 }
 
-// Memory held past a step may be set up in the fit's first step (lazy state, as
-// optimizers do); taking more in any later step is a pool that only grows.
+// Memory held past a step may be set up in the first step that needs it (lazy
+// state, as optimizers do): the fit's first step for fit scope, each epoch's first
+// step for epoch scope. Taking more in any later step is a pool that only grows.
 void Session::check_steady_state() {
-    if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
-    auto grown = ledger_->taken_after_warmup(0, "batch_end");
-    if (grown.empty()) return;
+    auto grown = ledger_->taken_after_warmup(0, epoch_first_step_, "batch_end");
+    if (grown.empty() || options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     std::string first = resources::format_leak(grown.front());
     record_leaks(std::move(grown));
     if (options_.config.on_violation == resources::ViolationPolicy::fail)
@@ -227,6 +230,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.global_step = 0;
     fit_step_ = 0;
     batches_started_ = 0;
+    epoch_first_step_ = 0;
+    pending_move_.reset();
     metrics_.clear();
     failure_.clear();
     fit_ = std::make_unique<FitState>();
@@ -376,6 +381,7 @@ void Session::train_epoch() {
     metrics_.erase("train_loss");
     state_.samples_seen = 0;
     fit.batcher->start_epoch(state_.epoch);
+    epoch_first_step_ = batches_started_;
     state_.batches_in_epoch = fit.batcher->batches();
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();

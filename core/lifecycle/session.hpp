@@ -146,6 +146,7 @@ private:
     th_train_state state_{};
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
+    std::uint64_t epoch_first_step_ = 0;  // fit_step_ of this epoch's first batch
     std::string failure_;
     std::vector<resources::Leak> leaks_;
 };

@@ -265,15 +265,18 @@ std::vector<Leak> Ledger::end_owner(OwnerId owner, th_scope widest, std::string_
 std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy) {
     return collect(boundary, policy, LeakRule::stranded, [&](const LeaseRecord& lease) {
         return lease.device == source && lease.owner != kCoreOwner && lease.kind == TH_RESOURCE_DEVICE_MEMORY &&
-               !lease.attached_param && lease.scope <= TH_SCOPE_FIT;
+               !lease.attached_param && lease.scope <= TH_SCOPE_PLUGIN;
     });
 }
 
-std::vector<Leak> Ledger::taken_after_warmup(std::uint64_t first_step, std::string_view boundary) {
+std::vector<Leak> Ledger::taken_after_warmup(std::uint64_t fit_first_step, std::uint64_t epoch_first_step,
+                                             std::string_view boundary) {
     std::vector<Leak> leaks;
     for (const th_handle& handle : taken_in_steps_) {
         const LeaseRecord* found = live_.find(handle);
-        if (found == nullptr || found->acquired_at.step <= first_step) continue;
+        if (found == nullptr) continue;
+        const std::uint64_t first_step = found->scope == TH_SCOPE_EPOCH ? epoch_first_step : fit_first_step;
+        if (found->acquired_at.step <= first_step) continue;
         leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
     taken_in_steps_.clear();

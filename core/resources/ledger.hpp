@@ -85,13 +85,15 @@ public:
     std::vector<Leak> end_scope(th_scope scope, std::string_view boundary, ViolationPolicy policy);
     // Owner boundary: every lease of `owner` up to `widest` scope.
     std::vector<Leak> end_owner(OwnerId owner, th_scope widest, std::string_view boundary, ViolationPolicy policy);
-    // After the model left `source`: plugin device memory of fit scope or narrower
-    // still there, and not attached to a parameter, is stranded.
+    // After the model left `source`: plugin device memory still there, and not
+    // attached to a parameter, is stranded (plugin memory follows the model).
     std::vector<Leak> stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy);
-    // Steady state: plugin leases of epoch scope or wider taken inside a step hook
-    // after the fit's first step (`first_step`), since the last call. Reported, not
-    // reclaimed: the plugin may still hold them legitimately until teardown.
-    std::vector<Leak> taken_after_warmup(std::uint64_t first_step, std::string_view boundary);
+    // Steady state: plugin leases taken inside a step hook since the last call, of
+    // fit scope or wider after the fit's first step, or of epoch scope after the
+    // epoch's first step. Reported, not reclaimed: the plugin may still give them
+    // back before their scope ends.
+    std::vector<Leak> taken_after_warmup(std::uint64_t fit_first_step, std::uint64_t epoch_first_step,
+                                         std::string_view boundary);
 
     void record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail);
 

@@ -44,7 +44,6 @@ std::string format_leak(const Leak& leak) {
                        leak.owner, kind_name(l.kind), l.bytes_requested, l.tag.empty() ? "-" : l.tag,
                        scope_name(l.scope), phase_name(l.acquired_in), l.acquired_at.fit, l.acquired_at.epoch,
                        l.acquired_at.step, l.id, leak.detected_at, rule_name(leak.rule));
-    if (l.stack) line += "\n  acquired at:\n" + format_stack(*l.stack);
     return line;
 }
 

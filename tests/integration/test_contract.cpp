@@ -88,6 +88,14 @@ TEST_CASE("CUDA.jl: a pool that only grows is caught at the second step's end", 
                             Contains("detected_at=batch_end rule=growth"));
 }
 
+TEST_CASE("lazy epoch-scoped memory made in each epoch's first step is not growth", "[contract]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nper_epoch = true\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
 TEST_CASE("Lightning: optimizer state left after teardown is named at teardown", "[contract][failures]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2));
@@ -230,4 +238,38 @@ TEST_CASE("the failure scenarios run clean", "[contract][scenarios]") {
         REQUIRE(epochs.size() == 3);
         for (const auto& epoch : epochs) CHECK(epoch["memory"]["bytes_in_use"] == epochs[0]["memory"]["bytes_in_use"]);
     }
+}
+
+TEST_CASE("every resource kind is a real object, counted and checked the same way", "[contract][kinds]") {
+    TempDir dir;
+    auto clean = run_trainhost(with_report(dir, {"--config", dir.write("run.toml", tiny_config(1)).string(),
+                                                 "--plugins=" + test_plugin("test_resource_user")}));
+    REQUIRE(clean.exit_code == 0);
+    CHECK_THAT(clean.last_line(), StartsWith("resources: clean"));
+    const auto owners = report_of(dir)["owners"];
+    CHECK(owners[1]["owner"] == "test_resource_user");
+    CHECK(owners[1]["peak_bytes_in_use"] == 256);  // device memory; pinned memory and objects are counted apart
+    for (const char* kind : {"device_memory", "pinned_memory", "stream", "event", "blas_handle", "dnn_handle"}) {
+        DYNAMIC_SECTION("forgetting a " << kind) {
+            TempDir kind_dir;
+            auto config = kind_dir.write("run.toml", tiny_config(1, std::string("\n[plugins.test_resource_user]\nforget = \"") +
+                                                                        kind + "\"\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_resource_user")});
+            CHECK(run.exit_code == 3);
+            CHECK_THAT(run.err, Contains(std::string("leak: plugin=test_resource_user kind=") + kind) &&
+                                    Contains("scope=fit acquired_in=fit_start") && Contains("detected_at=teardown"));
+        }
+    }
+}
+
+TEST_CASE("a move to where the model already is does nothing", "[contract][moves]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.togpu]\ntarget = \"auto\"\nwhen = \"every_epoch\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=togpu", "--verbose"});
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.out.find("moved the model") == std::string::npos);
+    auto bad = dir.write("bad.toml", tiny_config(1, "\n[plugins.togpu]\ntarget = \"cpu:9\"\n"));
+    auto refused = run_trainhost({"--config", bad.string(), "--plugins=togpu"});
+    CHECK(refused.exit_code == 4);
+    CHECK_THAT(refused.err, Contains("plugin 'togpu' failed in to_device: move_model: no device 'cpu:9' in this run"));
 }

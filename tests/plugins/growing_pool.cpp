@@ -16,15 +16,24 @@ public:
     static constexpr const char* description = "allocates a fit-scoped scratch buffer every step, frees at teardown";
     static constexpr th_option_spec options[] = {
         {"bytes", TH_OPTION_INT, "65536", "scratch size per step"},
+        {"per_epoch", TH_OPTION_BOOL, "false",
+         "the correct pattern instead: one epoch-scoped buffer, made lazily in each epoch's first step"},
     };
     GrowingPool(Context&, const trainhost::sdk::Options& options)
-        : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))) {}
+        : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), per_epoch_(options.get_bool("per_epoch")) {}
 
-    void on_batch_start(Context& ctx) override { pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "scratch")); }
+    void on_batch_start(Context& ctx) override {
+        if (!per_epoch_) pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "scratch"));
+        else if (pool_.empty()) pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_EPOCH, "epoch_scratch"));
+    }
+    void on_epoch_end(Context&) override {
+        if (per_epoch_) pool_.clear();
+    }
     void on_teardown(Context&) override { pool_.clear(); }  // the "garbage collector"
 
 private:
     std::uint64_t bytes_;
+    bool per_epoch_;
     std::vector<trainhost::sdk::DeviceBuffer> pool_;
 };
 

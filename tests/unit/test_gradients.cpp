@@ -83,3 +83,30 @@ TEST_CASE("gradients match finite differences for every layer and loss", "[gradi
         DYNAMIC_SECTION(c.name) { check_gradients(c); }
     }
 }
+
+TEST_CASE("a model move re-homes every buffer and changes no number", "[moves]") {
+    device::CpuDevice cpu0(0), cpu1(1);
+    resources::Ledger ledger({&cpu0, &cpu1});
+    constexpr std::size_t rows = 4, in = 5;
+    config::ModelSpec spec{{dense(6), {"dropout", 0, 0.2}, layer("relu"), dense(3)}, "mse"};
+    nn::Model model(spec, in, 3, nn::LayerContext{cpu0.backend(), ledger, rows, 0}, 7);
+    std::mt19937 rng(5);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> input(rows * in);
+    for (float& v : input) v = value(rng);
+    std::copy(input.begin(), input.end(), model.input());
+    model.forward(rows, false);
+    const std::vector<float> before(model.output(), model.output() + rows * 3);
+    const std::size_t leases = ledger.live_leases();
+
+    model.move_to(1, cpu1.backend());
+    CHECK(ledger.leases_on(0).empty());  // nothing left behind on the source
+    CHECK(ledger.leases_on(1).size() == leases);
+    CHECK(ledger.live_leases() == leases);  // old buffers freed in the same call
+    CHECK(cpu0.memory().stats().in_use == 0);
+    std::copy(input.begin(), input.end(), model.input());
+    model.forward(rows, false);
+    CHECK(std::vector<float>(model.output(), model.output() + rows * 3) == before);
+    model.move_to(1, cpu1.backend());  // already there: nothing happens
+    CHECK(ledger.live_leases() == leases);
+}

@@ -109,9 +109,9 @@ typedef enum th_log_level {
     TH_LOG_ERROR = 3
 } th_log_level;
 
-/* A lease on a resource. `id` is never reused within a process; `generation`
- * changes when the core reclaims the lease, so a stale copy is detected.
- * `reserved` is the host's own: plugins copy handles verbatim. */
+/* A lease on a resource. `id` is never reused within a process, so a handle to a
+ * released or reclaimed lease is recognised as such. `generation` and `reserved`
+ * are the host's own: plugins copy handles verbatim. */
 typedef struct th_handle {
     uint64_t id;
     uint32_t generation;
@@ -205,7 +205,7 @@ typedef struct th_host_api {
     /* Ask the core to end the fit after the current epoch's end hooks. */
     th_status (*request_stop)(th_host* host, const char* reason);
 
-    /* Model parameters, available from to_device to fit_end. */
+    /* Model parameters, available in every hook from setup to teardown. */
     th_status (*param_count)(th_host* host, uint32_t* out);
     th_status (*param_info)(th_host* host, uint32_t index, th_param_info* out);
     th_status (*param_read)(th_host* host, uint32_t index, float* dst, uint64_t count);
@@ -235,8 +235,8 @@ typedef struct th_host_api {
 
     /* Ask the core to move the model (parameters, gradients, optimizer state and
      * attached plugin state, together) to `device` ("auto", "cpu", "cpu:1",
-     * "cuda:0") once the current hook returns. Allowed in to_device and
-     * epoch_start. Moving to where the model already is does nothing. */
+     * "cuda:0") once the current hook returns. Allowed in to_device, fit_start
+     * and epoch_start. Moving to where the model already is does nothing. */
     th_status (*move_model)(th_host* host, const char* device);
 } th_host_api;
 

@@ -87,6 +87,12 @@ public:
             link_.api().release(link_.host(), handle_, bytes_);
         }
     }
+    // Gives up ownership without giving the resource back, as unique_ptr::release
+    // does: the caller now answers for releasing the handle.
+    [[nodiscard]] th_handle detach() noexcept {
+        held_ = false;
+        return handle_;
+    }
     // Extends the lease's life to a wider scope.
     void promote(th_scope scope) { link_.check(link_.api().promote(link_.host(), handle_, scope), "promote"); }
 
@@ -240,7 +246,7 @@ public:
         return Lease(link_, acquire_handle(kind, 0, scope, tag), kind, 0);
     }
 
-    // Moves the model once this hook returns (allowed in to_device and epoch_start).
+    // Moves the model once this hook returns (allowed in to_device, fit_start, epoch_start).
     void move_model(const std::string& device) {
         link_.check(link_.api().move_model(link_.host(), device.c_str()), "move_model");
     }
