@@ -56,6 +56,11 @@ public:
     plugin::ParamAccess param(std::size_t) override { return {}; }
     device::DeviceIndex model_device() const override { return 0; }
     void request_move(resources::OwnerId, std::string_view) override {}
+    device::Backend& model_backend() override { return ledger_.device(0).backend(); }
+    std::size_t metric_count() const override { return 0; }
+    std::pair<const std::string*, double> metric_at(std::size_t) const override { return {nullptr, 0}; }
+    void state_write(resources::OwnerId, const void*, std::uint64_t) override {}
+    void save_checkpoint(resources::OwnerId, std::string_view, bool) override {}
 
 private:
     resources::Ledger& ledger_;

@@ -1,4 +1,5 @@
 // The trainhost command line: train (default), list-plugins.
+#include "checkpoint/checkpoint_file.hpp"
 #include "config/run_config.hpp"
 #include "data/dataset.hpp"
 #include "errors.hpp"
@@ -58,6 +59,7 @@ struct TrainArguments {
     std::optional<std::string> device;
     std::uint32_t repeat = 1;
     std::string report;
+    std::string resume;
     bool verbose = false;
 };
 
@@ -70,6 +72,7 @@ int train(const TrainArguments& args) {
     options.plugins = split_list(args.plugins);
     options.repeat = args.repeat;
     options.verbose = args.verbose;
+    options.resume = args.resume;
     lifecycle::Session session(options, std::cout, std::cerr);
     lifecycle::SessionResult result = session.run();
     for (const auto& fit : result.fits) {
@@ -110,6 +113,7 @@ int main(int argc, char** argv) {
     app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
         ->check(CLI::Range(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
+    app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
     app.add_flag("--verbose", args.verbose, "print the plugin order, device choice and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     app.require_subcommand(0, 1);
@@ -132,6 +136,9 @@ int main(int argc, char** argv) {
         }
         return train(args);
     } catch (const ConfigError& e) {
+        std::cerr << "error: " << e.what() << '\n';
+        return kExitUsage;
+    } catch (const checkpoint::CheckpointError& e) {
         std::cerr << "error: " << e.what() << '\n';
         return kExitUsage;
     } catch (const data::DataError& e) {

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace trainhost::device {
 
@@ -43,6 +44,17 @@ public:
                            const AdamHyper& hyper, std::int64_t step) = 0;
     virtual void fill(float* y, std::size_t n, float value) = 0;
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
+
+    // Pruning support: x *= mask; mask = 0 where |x| <= threshold (others kept);
+    // the k-th smallest |x| (1-based) over the entries each span's mask keeps.
+    virtual void multiply_by_mask(float* x, const float* mask, std::size_t n) = 0;
+    virtual void mask_below(const float* x, float threshold, float* mask, std::size_t n) = 0;
+    struct MaskedSpan {
+        const float* values;
+        const float* mask;  // null: every entry counts
+        std::size_t n;
+    };
+    [[nodiscard]] virtual float kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) = 0;
 };
 
 }  // namespace trainhost::device

@@ -1,4 +1,5 @@
 #include "lifecycle/session.hpp"
+#include "lifecycle/fit_state.hpp"
 
 #include "device/cpu/cpu_device.hpp"
 #include "errors.hpp"
@@ -23,20 +24,6 @@ namespace {
 constexpr unsigned kLogicalCpuDevices = 4;
 }  // namespace
 
-// Everything that lives exactly as long as one fit.
-struct Session::FitState {
-    std::unique_ptr<nn::Model> model;
-    std::unique_ptr<nn::Optimizer> optimizer;
-    nn::Buffer labels;   // device copy of the batch's labels
-    nn::Tensor targets;  // device copy of the batch's targets
-    std::unique_ptr<data::Batcher> batcher;
-    std::vector<float> host_features;
-    std::vector<std::int32_t> host_labels;
-    std::vector<float> host_targets;
-    device::LossKind loss = device::LossKind::cross_entropy;
-    bool stop_requested = false;
-    std::string stop_reason;
-};
 
 // Ends the fit's normal path; carries the exit code it deserves.
 class Session::FitFailure : public std::runtime_error {
@@ -76,6 +63,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     state_.device = devices_[model_device_]->name().c_str();
     load_data();
     load_plugins();
+    load_resume_checkpoint();
 }
 
 Session::~Session() {
@@ -330,11 +318,13 @@ void Session::train_fit(FitRecord& record) {
     FitState& fit = *fit_;
     build_fit();
     dispatch(TH_HOOK_SETUP);
+    restore_checkpoint();
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
-    for (std::uint32_t epoch = 0; epoch < config.epochs && !fit.stop_requested; ++epoch) {
+    const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
+    for (std::uint32_t epoch = first_epoch; epoch < config.epochs && !fit.stop_requested; ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
         train_epoch();
@@ -387,7 +377,10 @@ void Session::train_epoch() {
     apply_pending_move();
     double loss_sum = 0;
     std::size_t correct = 0;
-    for (std::size_t b = 0; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
+    // A resumed epoch skips the batches the checkpoint already trained on; the
+    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
+    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
+    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
         const std::size_t rows = fit.batcher->gather(b, fit.host_features, fit.host_labels, fit.host_targets);

@@ -3,6 +3,7 @@
 // boundary. The session is also the HostServices behind every plugin's host API.
 #pragma once
 
+#include "checkpoint/checkpoint_file.hpp"
 #include "config/run_config.hpp"
 #include "data/batcher.hpp"
 #include "data/dataset.hpp"
@@ -26,6 +27,7 @@ struct SessionOptions {
     std::vector<std::string> plugins;  // names or paths, in command-line order
     std::uint32_t repeat = 1;
     bool verbose = false;
+    std::string resume;  // a checkpoint path, "last", or empty
 };
 
 // Device memory held by one owner at a moment.
@@ -96,6 +98,11 @@ public:
     [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
     [[nodiscard]] device::DeviceIndex model_device() const override { return model_device_; }
     void request_move(resources::OwnerId owner, std::string_view device) override;
+    [[nodiscard]] device::Backend& model_backend() override { return model_device_ref().backend(); }
+    [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
+    [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
+    void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
+    void save_checkpoint(resources::OwnerId owner, std::string_view path, bool weights_only) override;
 
     // Logical devices of this run: "cpu:0" .. "cpu:3" (more kinds with their backends).
     [[nodiscard]] device::DeviceIndex device_index(std::string_view name) const;
@@ -120,6 +127,8 @@ private:
     void check_scope(th_scope scope, std::string_view boundary);
     void check_steady_state();
     void enter(resources::Phase phase);
+    void load_resume_checkpoint();
+    void restore_checkpoint();
     void apply_pending_move();
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
     [[nodiscard]] device::Device& model_device_ref() const { return *devices_[model_device_]; }
@@ -149,6 +158,14 @@ private:
     std::uint64_t epoch_first_step_ = 0;  // fit_step_ of this epoch's first batch
     std::string failure_;
     std::vector<resources::Leak> leaks_;
+
+    // Checkpoints: the one to resume from (first fit only), where it leaves off,
+    // and the record a plugin's save_state is writing into.
+    std::optional<checkpoint::CheckpointData> resume_;
+    std::uint32_t start_epoch_ = 0;
+    std::uint64_t start_batch_ = 0;
+    std::optional<resources::OwnerId> state_writer_;
+    std::vector<unsigned char> state_bytes_;
 };
 
 }  // namespace trainhost::lifecycle

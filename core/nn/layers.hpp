@@ -27,6 +27,8 @@ public:
     // dx may be null for the first layer, whose input needs no gradient.
     virtual void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) = 0;
     [[nodiscard]] virtual std::span<Parameter> parameters() noexcept { return {}; }
+    // The layer's own random generator, if it draws (dropout); saved in checkpoints.
+    [[nodiscard]] virtual data::Rng* rng() noexcept { return nullptr; }
     // Re-homes the layer's memory on `target` and computes there from now on.
     virtual void move_to(device::DeviceIndex target, device::Backend& backend) {
         for (Parameter& p : parameters()) {
@@ -101,6 +103,7 @@ public:
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
     void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
     void move_to(device::DeviceIndex target, device::Backend& backend) override;
+    [[nodiscard]] data::Rng* rng() noexcept override { return rng_.get(); }
 
 private:
     resources::Ledger& ledger_;

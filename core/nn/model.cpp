@@ -78,6 +78,13 @@ void Model::backward(std::size_t rows) {
                              i == 0 ? nullptr : gradients_[i].data(), rows);
 }
 
+std::vector<std::pair<std::string, data::Rng*>> Model::generators() const {
+    std::vector<std::pair<std::string, data::Rng*>> found;
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+        if (data::Rng* rng = layers_[i]->rng()) found.emplace_back(fmt::format("layer{}", i), rng);
+    return found;
+}
+
 std::size_t Model::parameter_count() const noexcept {
     std::size_t n = 0;
     for (const Parameter* p : parameters_) n += p->value.numel();

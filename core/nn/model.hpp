@@ -37,6 +37,8 @@ public:
 
     [[nodiscard]] const std::vector<Parameter*>& parameters() const noexcept { return parameters_; }
     [[nodiscard]] std::size_t parameter_count() const noexcept;
+    // Random generators of the layers that draw, named "layer<i>", for checkpoints.
+    [[nodiscard]] std::vector<std::pair<std::string, data::Rng*>> generators() const;
 
 private:
     std::vector<std::unique_ptr<Layer>> layers_;

@@ -1,5 +1,7 @@
 #include "nn/optimizer.hpp"
 
+#include <stdexcept>
+
 namespace trainhost::nn {
 
 Optimizer::Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger)
@@ -30,6 +32,43 @@ Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
         backend_->fill(state.second.data(), state.second.numel(), 0.0f);
     }
     return state_.emplace(parameter.id, std::move(state)).first->second;
+}
+
+namespace {
+
+std::vector<float> to_host(resources::Ledger& ledger, const Tensor& tensor) {
+    std::vector<float> host(tensor.numel());
+    if (!tensor.empty())
+        ledger.device(tensor.buffer().device()).memory().copy_to_host(host.data(), tensor.data(), tensor.bytes());
+    return host;
+}
+
+void from_host(resources::Ledger& ledger, const Tensor& tensor, const std::vector<float>& host, const std::string& what) {
+    if (tensor.empty()) return;
+    if (host.size() != tensor.numel())
+        throw std::runtime_error(what + ": saved state has " + std::to_string(host.size()) + " values, the model needs " +
+                                 std::to_string(tensor.numel()));
+    ledger.device(tensor.buffer().device()).memory().copy_from_host(tensor.data(), host.data(), tensor.bytes());
+}
+
+}  // namespace
+
+std::map<ParamId, Optimizer::SavedState> Optimizer::save() const {
+    std::map<ParamId, SavedState> saved;
+    for (const auto& [id, state] : state_)
+        saved[id] = SavedState{state.steps, to_host(ledger_, state.first), to_host(ledger_, state.second)};
+    return saved;
+}
+
+void Optimizer::load(const std::vector<Parameter*>& parameters, const std::map<ParamId, SavedState>& saved) {
+    for (Parameter* p : parameters) {
+        auto found = saved.find(p->id);
+        if (found == saved.end()) continue;
+        State& state = state_for(*p);
+        state.steps = found->second.steps;
+        from_host(ledger_, state.first, found->second.first, p->name);
+        from_host(ledger_, state.second, found->second.second, p->name);
+    }
 }
 
 void Optimizer::step(const std::vector<Parameter*>& parameters) {

@@ -17,6 +17,16 @@ public:
     void step(const std::vector<Parameter*>& parameters);
     // State follows its parameter: keyed by ParamId, it is re-homed, not re-created.
     void move_to(device::DeviceIndex target, device::Backend& backend);
+
+    // For checkpoints: each parameter's step count and buffers, read to and
+    // written from host memory.
+    struct SavedState {
+        std::int64_t steps = 0;
+        std::vector<float> first;
+        std::vector<float> second;
+    };
+    [[nodiscard]] std::map<ParamId, SavedState> save() const;
+    void load(const std::vector<Parameter*>& parameters, const std::map<ParamId, SavedState>& saved);
     [[nodiscard]] std::size_t state_count() const noexcept { return state_.size(); }
 
 private:

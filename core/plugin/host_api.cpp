@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fmt/format.h>
+#include <vector>
 
 namespace trainhost::plugin {
 
@@ -267,6 +268,149 @@ th_status move_model(th_host* host, const char* device) {
     });
 }
 
+th_status metric_count(th_host* host, std::uint32_t* out) {
+    return guarded(host, "metric_count", kAlways, [&] {
+        if (out == nullptr) return fail(host, TH_INVALID_ARGUMENT, "metric_count needs an output");
+        *out = static_cast<std::uint32_t>(host->services->metric_count());
+        return TH_OK;
+    });
+}
+
+th_status metric_at(th_host* host, std::uint32_t index, const char** key, double* value) {
+    return guarded(host, "metric_at", kAlways, [&] {
+        if (key == nullptr || value == nullptr) return fail(host, TH_INVALID_ARGUMENT, "metric_at needs outputs");
+        if (index >= host->services->metric_count())
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("metric index {} out of range", index));
+        auto [name, number] = host->services->metric_at(index);
+        *key = name->c_str();
+        *value = number;
+        return TH_OK;
+    });
+}
+
+th_status owner_count(th_host* host, std::uint32_t* out) {
+    return guarded(host, "owner_count", kAlways, [&] {
+        if (out == nullptr) return fail(host, TH_INVALID_ARGUMENT, "owner_count needs an output");
+        *out = static_cast<std::uint32_t>(host->services->ledger().owner_count());
+        return TH_OK;
+    });
+}
+
+th_status owner_usage(th_host* host, std::uint32_t owner, th_owner_usage* out) {
+    return guarded(host, "owner_usage", kAlways, [&] {
+        if (out == nullptr || out->struct_size < sizeof(th_owner_usage))
+            return fail(host, TH_INVALID_ARGUMENT, "owner_usage needs a th_owner_usage with struct_size set");
+        resources::Ledger& ledger = host->services->ledger();
+        if (owner >= ledger.owner_count()) return fail(host, TH_INVALID_ARGUMENT, fmt::format("no owner {}", owner));
+        const resources::OwnerUsage& usage = ledger.usage(owner);
+        out->name = ledger.owner_name(owner).c_str();
+        out->leases = usage.leases;
+        out->bytes_in_use = usage.bytes_in_use;
+        out->bytes_reserved = usage.bytes_reserved;
+        out->peak_bytes_in_use = usage.peak_bytes_in_use;
+        return TH_OK;
+    });
+}
+
+// A device-memory lease of this plugin holding exactly one float per parameter entry,
+// on the model's device.
+float* param_sized(th_host* host, const char* what, th_handle handle, const ParamAccess& param) {
+    resources::Ledger& ledger = host->services->ledger();
+    const resources::LeaseRecord& lease = ledger.record(host->owner, handle);
+    const std::uint64_t bytes = param.numel * sizeof(float);
+    if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested != bytes || lease.device != param.device)
+        throw resources::ResourceError(
+            TH_INVALID_ARGUMENT, fmt::format("{}: lease {} must be device memory of {} bytes on {} for parameter {}",
+                                             what, handle.id, bytes, ledger.device(param.device).name(), *param.name));
+    return static_cast<float*>(ledger.address(host->owner, handle, 0, bytes));
+}
+
+th_status param_op(th_host* host, const char* what, std::uint32_t index, th_handle handle, auto&& op) {
+    return guarded(host, what, kAnyHook, [&] {
+        ParamAccess storage;
+        ParamAccess* param = find_param(host, index, storage);
+        if (!param) return TH_INVALID_ARGUMENT;
+        op(*param, param_sized(host, what, handle, *param), host->services->model_backend());
+        return TH_OK;
+    });
+}
+
+th_status param_copy_to(th_host* host, std::uint32_t index, th_handle dst) {
+    return param_op(host, "param_copy_to", index, dst, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+        backend.copy(p.data, buffer, p.numel);
+    });
+}
+
+th_status param_copy_from(th_host* host, std::uint32_t index, th_handle src) {
+    return param_op(host, "param_copy_from", index, src, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+        backend.copy(buffer, p.data, p.numel);
+    });
+}
+
+th_status param_apply_mask(th_host* host, std::uint32_t index, th_handle mask) {
+    return param_op(host, "param_apply_mask", index, mask, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+        backend.multiply_by_mask(p.data, buffer, p.numel);
+    });
+}
+
+th_status param_mask_below(th_host* host, std::uint32_t index, float threshold, th_handle mask) {
+    return param_op(host, "param_mask_below", index, mask, [&](ParamAccess& p, float* buffer, device::Backend& backend) {
+        backend.mask_below(p.data, threshold, buffer, p.numel);
+    });
+}
+
+th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const th_handle* masks, std::uint32_t count,
+                              std::uint64_t k, float* out) {
+    return guarded(host, "magnitude_threshold", kAnyHook, [&] {
+        if (out == nullptr || (count > 0 && indices == nullptr))
+            return fail(host, TH_INVALID_ARGUMENT, "magnitude_threshold needs parameter indices and an output");
+        std::vector<device::Backend::MaskedSpan> spans;
+        std::uint64_t total = 0;
+        for (std::uint32_t i = 0; i < count; ++i) {
+            ParamAccess storage;
+            ParamAccess* param = find_param(host, indices[i], storage);
+            if (!param) return TH_INVALID_ARGUMENT;
+            const float* mask = masks && masks[i].id != 0 ? param_sized(host, "magnitude_threshold", masks[i], *param)
+                                                          : nullptr;
+            spans.push_back({param->data, mask, param->numel});
+            total += param->numel;
+        }
+        if (k > total)
+            return fail(host, TH_INVALID_ARGUMENT,
+                        fmt::format("magnitude_threshold: k = {} but the parameters hold {} entries", k, total));
+        *out = host->services->model_backend().kth_smallest_magnitude(spans, k);
+        return TH_OK;
+    });
+}
+
+th_status fill(th_host* host, th_handle buffer, float value) {
+    return guarded(host, "fill", kAlways, [&] {
+        resources::Ledger& ledger = host->services->ledger();
+        const resources::LeaseRecord& lease = ledger.record(host->owner, buffer);
+        if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested % sizeof(float) != 0)
+            return fail(host, TH_INVALID_ARGUMENT, "fill needs device memory holding whole floats");
+        float* data = static_cast<float*>(ledger.address(host->owner, buffer, 0, lease.bytes_requested));
+        ledger.device(lease.device).backend().fill(data, lease.bytes_requested / sizeof(float), value);
+        return TH_OK;
+    });
+}
+
+th_status state_write(th_host* host, const void* bytes, std::uint64_t size) {
+    return guarded(host, "state_write", kAlways, [&] {
+        if (bytes == nullptr && size > 0) return fail(host, TH_INVALID_ARGUMENT, "state_write needs bytes");
+        host->services->state_write(host->owner, bytes, size);
+        return TH_OK;
+    });
+}
+
+th_status save_checkpoint(th_host* host, const char* path, int weights_only) {
+    return guarded(host, "save_checkpoint", kTraining, [&] {
+        if (path == nullptr || *path == '\0') return fail(host, TH_INVALID_ARGUMENT, "save_checkpoint needs a path");
+        host->services->save_checkpoint(host->owner, path, weights_only != 0);
+        return TH_OK;
+    });
+}
+
 }  // namespace
 
 const th_host_api& host_api() noexcept {
@@ -295,6 +439,18 @@ const th_host_api& host_api() noexcept {
         a.event_record = &event_record;
         a.event_query = &event_query;
         a.move_model = &move_model;
+        a.metric_count = &metric_count;
+        a.metric_at = &metric_at;
+        a.owner_count = &owner_count;
+        a.owner_usage = &owner_usage;
+        a.param_copy_to = &param_copy_to;
+        a.param_copy_from = &param_copy_from;
+        a.param_apply_mask = &param_apply_mask;
+        a.param_mask_below = &param_mask_below;
+        a.magnitude_threshold = &magnitude_threshold;
+        a.fill = &fill;
+        a.state_write = &state_write;
+        a.save_checkpoint = &save_checkpoint;
         return a;
     }();
     return api;

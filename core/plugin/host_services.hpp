@@ -38,6 +38,15 @@ public:
     [[nodiscard]] virtual device::DeviceIndex model_device() const = 0;
     // Throws ResourceError for a device name this run does not have.
     virtual void request_move(resources::OwnerId owner, std::string_view device) = 0;
+    [[nodiscard]] virtual device::Backend& model_backend() = 0;
+
+    [[nodiscard]] virtual std::size_t metric_count() const = 0;
+    // Key and value of the index-th metric in key order; the key lives until the metric set changes.
+    [[nodiscard]] virtual std::pair<const std::string*, double> metric_at(std::size_t index) const = 0;
+
+    // Appends to the state record of the plugin whose save_state is running.
+    virtual void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) = 0;
+    virtual void save_checkpoint(resources::OwnerId owner, std::string_view path, bool weights_only) = 0;
 };
 
 }  // namespace trainhost::plugin

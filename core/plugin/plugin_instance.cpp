@@ -47,6 +47,22 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     return outcome;
 }
 
+HookOutcome PluginInstance::save_state() noexcept {
+    th_hook_result result{};
+    HookOutcome outcome;
+    outcome.status = entry().vtable->save_state(instance_, &host_, &result);
+    outcome.message = message_of(result);
+    return outcome;
+}
+
+HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) noexcept {
+    th_hook_result result{};
+    HookOutcome outcome;
+    outcome.status = entry().vtable->load_state(instance_, &host_, bytes, size, &result);
+    outcome.message = message_of(result);
+    return outcome;
+}
+
 void PluginInstance::destroy() noexcept {
     if (instance_ == nullptr) return;
     void* instance = instance_;

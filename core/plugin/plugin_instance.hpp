@@ -32,6 +32,9 @@ public:
     [[nodiscard]] bool overrides(th_hook hook) const noexcept { return entry().vtable->hooks[hook] != nullptr; }
     // Never throws; a plugin's failure comes back in the outcome.
     [[nodiscard]] HookOutcome call(th_hook hook) noexcept;
+    // Checkpoint state; only for plugins whose vtable has save_state/load_state.
+    [[nodiscard]] HookOutcome save_state() noexcept;
+    [[nodiscard]] HookOutcome load_state(const void* bytes, std::uint64_t size) noexcept;
     // Idempotent; runs the plugin's destroy exactly once for a created instance.
     void destroy() noexcept;
 

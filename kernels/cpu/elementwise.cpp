@@ -183,4 +183,9 @@ bool all_finite(const float* x, std::size_t n) {
     return true;
 }
 
+void mask_below(const float* x, float threshold, float* mask, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i)
+        if (std::fabs(x[i]) <= threshold) mask[i] = 0.0f;
+}
+
 }  // namespace trainhost::kernels::cpu

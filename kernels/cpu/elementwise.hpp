@@ -54,6 +54,9 @@ void multiply_by_mask(float* x, const float* mask, std::size_t n);
 // Number of elements that are not +-0. NaN counts as nonzero.
 std::size_t count_nonzero(const float* x, std::size_t n);
 
+// Pruning: mask[i] = 0 where |x[i]| <= threshold; entries above keep their mask value.
+void mask_below(const float* x, float threshold, float* mask, std::size_t n);
+
 // The k-th smallest |x[i]| counting from 1, so that pruning every element with
 // |x| <= threshold removes exactly k elements when magnitudes are distinct.
 // k == 0 returns 0. Throws std::invalid_argument when k > n or x contains NaN

@@ -76,4 +76,19 @@ void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, valu
 
 void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
 
+void CpuBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) { k::multiply_by_mask(x, mask, n); }
+
+void CpuBackend::mask_below(const float* x, float threshold, float* mask, std::size_t n) {
+    k::mask_below(x, threshold, mask, n);
+}
+
+float CpuBackend::kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) {
+    if (k == 0) return 0.0f;
+    std::vector<float> kept;
+    for (const MaskedSpan& span : spans)
+        for (std::size_t i = 0; i < span.n; ++i)
+            if (span.mask == nullptr || span.mask[i] != 0.0f) kept.push_back(span.values[i]);
+    return k::magnitude_threshold(kept.data(), kept.size(), static_cast<std::size_t>(k));
+}
+
 }  // namespace trainhost::device

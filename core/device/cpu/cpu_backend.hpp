@@ -23,6 +23,9 @@ public:
                    const AdamHyper& hyper, std::int64_t step) override;
     void fill(float* y, std::size_t n, float value) override;
     void copy(const float* x, float* y, std::size_t n) override;
+    void multiply_by_mask(float* x, const float* mask, std::size_t n) override;
+    void mask_below(const float* x, float threshold, float* mask, std::size_t n) override;
+    [[nodiscard]] float kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) override;
 };
 
 }  // namespace trainhost::device

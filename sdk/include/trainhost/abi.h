@@ -184,6 +184,15 @@ typedef struct th_option_value {
     const char* string_value; /* STRING */
 } th_option_value;
 
+typedef struct th_owner_usage {
+    uint32_t struct_size;
+    const char* name;         /* "core" or the plugin's name */
+    uint64_t leases;
+    uint64_t bytes_in_use;    /* device memory, as requested */
+    uint64_t bytes_reserved;  /* device memory after rounding, plus other kinds */
+    uint64_t peak_bytes_in_use;
+} th_owner_usage;
+
 /* Functions the host offers to a plugin. Each checks the caller's phase and
  * refuses a call out of phase with TH_OUT_OF_PHASE. */
 typedef struct th_host_api {
@@ -238,6 +247,33 @@ typedef struct th_host_api {
      * "cuda:0") once the current hook returns. Allowed in to_device, fit_start
      * and epoch_start. Moving to where the model already is does nothing. */
     th_status (*move_model)(th_host* host, const char* device);
+
+    /* Metrics by position, for loggers: keys valid until the hook returns. */
+    th_status (*metric_count)(th_host* host, uint32_t* out);
+    th_status (*metric_at)(th_host* host, uint32_t index, const char** key, double* value);
+
+    /* Memory held per owner (owner 0 is the core), for monitors. */
+    th_status (*owner_count)(th_host* host, uint32_t* out);
+    th_status (*owner_usage)(th_host* host, uint32_t owner, th_owner_usage* out);
+
+    /* Tensor operations on parameters, on the device where the model lives.
+     * Masks and copies are device-memory leases of exactly numel floats. */
+    th_status (*param_copy_to)(th_host* host, uint32_t index, th_handle dst);   /* dst = param */
+    th_status (*param_copy_from)(th_host* host, uint32_t index, th_handle src); /* param = src */
+    th_status (*param_apply_mask)(th_host* host, uint32_t index, th_handle mask); /* param *= mask */
+    /* mask[i] = 0 where |param[i]| <= threshold; other entries are kept as they are. */
+    th_status (*param_mask_below)(th_host* host, uint32_t index, float threshold, th_handle mask);
+    /* The k-th smallest |w| (1-based) over the given parameters' masked-in entries
+     * (masks may be zero handles for "all entries"); 0 when k is 0. */
+    th_status (*magnitude_threshold)(th_host* host, const uint32_t* indices, const th_handle* masks,
+                                     uint32_t count, uint64_t k, float* out);
+    th_status (*fill)(th_host* host, th_handle buffer, float value);
+
+    /* During save_state: append bytes to this plugin's state record. */
+    th_status (*state_write)(th_host* host, const void* bytes, uint64_t size);
+    /* Write a checkpoint of the whole run (params, optimizer state, counters, RNG
+     * state, every stateful plugin's state) to `path`, atomically. */
+    th_status (*save_checkpoint)(th_host* host, const char* path, int weights_only);
 } th_host_api;
 
 /* A hook: every slot of the vtable has this signature. */
@@ -247,6 +283,12 @@ typedef th_status (*th_hook_fn)(void* instance, th_host* host, th_hook_result* r
 typedef struct th_plugin_vtable {
     uint32_t struct_size;
     th_hook_fn hooks[TH_HOOK_COUNT];
+    /* State for checkpoints, NULL for a stateless plugin. save_state writes through
+     * host_api.state_write; load_state receives exactly the bytes saved, written by
+     * a plugin of the same name and state_version. */
+    th_status (*save_state)(void* instance, th_host* host, th_hook_result* result);
+    th_status (*load_state)(void* instance, th_host* host, const void* bytes, uint64_t size,
+                            th_hook_result* result);
 } th_plugin_vtable;
 
 typedef struct th_plugin_entry {
@@ -276,6 +318,10 @@ typedef struct th_plugin_entry {
     void (*destroy)(void* instance);
 
     const th_plugin_vtable* vtable;
+
+    /* Version of the plugin's saved state; a checkpoint holding another version is
+     * refused for this plugin with both versions named. */
+    uint32_t state_version;
 } th_plugin_entry;
 
 /* Signature of the exported entry function. */

@@ -246,6 +246,63 @@ public:
         return Lease(link_, acquire_handle(kind, 0, scope, tag), kind, 0);
     }
 
+    // Every metric now, in key order.
+    [[nodiscard]] std::vector<std::pair<std::string, double>> metrics() const {
+        std::uint32_t count = 0;
+        link_.check(link_.api().metric_count(link_.host(), &count), "metric_count");
+        std::vector<std::pair<std::string, double>> all;
+        for (std::uint32_t i = 0; i < count; ++i) {
+            const char* key = nullptr;
+            double value = 0;
+            link_.check(link_.api().metric_at(link_.host(), i, &key, &value), "metric_at");
+            all.emplace_back(key ? key : "", value);
+        }
+        return all;
+    }
+
+    // Memory held by each owner (index 0 is the core).
+    [[nodiscard]] std::vector<th_owner_usage> owner_usages() const {
+        std::uint32_t count = 0;
+        link_.check(link_.api().owner_count(link_.host(), &count), "owner_count");
+        std::vector<th_owner_usage> all(count);
+        for (std::uint32_t i = 0; i < count; ++i) {
+            all[i].struct_size = sizeof(th_owner_usage);
+            link_.check(link_.api().owner_usage(link_.host(), i, &all[i]), "owner_usage");
+        }
+        return all;
+    }
+
+    // Device-side tensor operations on parameters; buffers hold numel floats.
+    void copy_param_to(std::uint32_t index, const DeviceBuffer& dst) {
+        link_.check(link_.api().param_copy_to(link_.host(), index, dst.handle()), "param_copy_to");
+    }
+    void copy_param_from(std::uint32_t index, const DeviceBuffer& src) {
+        link_.check(link_.api().param_copy_from(link_.host(), index, src.handle()), "param_copy_from");
+    }
+    void apply_mask(std::uint32_t index, const DeviceBuffer& mask) {
+        link_.check(link_.api().param_apply_mask(link_.host(), index, mask.handle()), "param_apply_mask");
+    }
+    void mask_below(std::uint32_t index, float threshold, const DeviceBuffer& mask) {
+        link_.check(link_.api().param_mask_below(link_.host(), index, threshold, mask.handle()), "param_mask_below");
+    }
+    // k-th smallest |w| over the parameters' entries that their masks keep.
+    [[nodiscard]] float magnitude_threshold(const std::vector<std::uint32_t>& indices,
+                                            const std::vector<th_handle>& masks, std::uint64_t k) {
+        float threshold = 0;
+        link_.check(link_.api().magnitude_threshold(link_.host(), indices.data(), masks.empty() ? nullptr : masks.data(),
+                                                    static_cast<std::uint32_t>(indices.size()), k, &threshold),
+                    "magnitude_threshold");
+        return threshold;
+    }
+    void fill(const DeviceBuffer& buffer, float value) {
+        link_.check(link_.api().fill(link_.host(), buffer.handle(), value), "fill");
+    }
+
+    // Writes a checkpoint of the whole run, atomically.
+    void save_checkpoint(const std::string& path, bool weights_only) {
+        link_.check(link_.api().save_checkpoint(link_.host(), path.c_str(), weights_only ? 1 : 0), "save_checkpoint");
+    }
+
     // Moves the model once this hook returns (allowed in to_device, fit_start, epoch_start).
     void move_model(const std::string& device) {
         link_.check(link_.api().move_model(link_.host(), device.c_str()), "move_model");
@@ -297,6 +354,59 @@ private:
     std::uint32_t count_;
 };
 
+// A plugin's checkpoint state: plain values and strings, written in order.
+class StateWriter {
+public:
+    explicit StateWriter(HostLink link) noexcept : link_(link) {}
+    template <typename T>
+    void put(const T& value) {
+        static_assert(std::is_trivially_copyable_v<T>, "put() takes plain values; use put_string for text");
+        write(&value, sizeof value);
+    }
+    void put_string(const std::string& text) {
+        put<std::uint64_t>(text.size());
+        write(text.data(), text.size());
+    }
+
+private:
+    void write(const void* bytes, std::size_t size) {
+        link_.check(link_.api().state_write(link_.host(), bytes, size), "state_write");
+    }
+    HostLink link_;
+};
+
+// Reads back what a StateWriter wrote, in the same order; refuses short data.
+class StateReader {
+public:
+    StateReader(const void* bytes, std::uint64_t size) noexcept
+        : bytes_(static_cast<const unsigned char*>(bytes)), size_(size) {}
+    template <typename T>
+    [[nodiscard]] T get() {
+        static_assert(std::is_trivially_copyable_v<T>, "get() reads plain values; use get_string for text");
+        T value;
+        read(&value, sizeof value);
+        return value;
+    }
+    [[nodiscard]] std::string get_string() {
+        const auto length = get<std::uint64_t>();
+        if (length > size_ - offset_) throw std::runtime_error("saved state is truncated");
+        std::string text(reinterpret_cast<const char*>(bytes_ + offset_), length);
+        offset_ += length;
+        return text;
+    }
+    [[nodiscard]] bool done() const noexcept { return offset_ == size_; }
+
+private:
+    void read(void* out, std::size_t size) {
+        if (size > size_ - offset_) throw std::runtime_error("saved state is truncated");
+        std::memcpy(out, bytes_ + offset_, size);
+        offset_ += size;
+    }
+    const unsigned char* bytes_;
+    std::uint64_t size_;
+    std::uint64_t offset_ = 0;
+};
+
 // Base class of every callback. Hooks come in start/end pairs with no-op defaults.
 class Callback {
 public:
@@ -323,6 +433,11 @@ public:
     virtual void on_fit_end(Context&) {}
     virtual void on_teardown(Context&) {}
     virtual void on_exception(Context&) {}
+
+    // Checkpoint state. A plugin with state overrides both and declares
+    // `static constexpr std::uint32_t state_version`; stateless plugins override neither.
+    virtual void on_save_state(StateWriter&) {}
+    virtual void on_load_state(StateReader&) {}
 };
 
 namespace detail {
@@ -383,6 +498,24 @@ constexpr th_hook_fn slot_for() {
     else return &hook_trampoline<Member>;
 }
 
+inline th_status save_state_trampoline(void* instance, th_host*, th_hook_result* result) noexcept {
+    return guarded(result, [&] {
+        auto* self = static_cast<Instance*>(instance);
+        StateWriter writer(self->link);
+        self->callback->on_save_state(writer);
+    });
+}
+
+inline th_status load_state_trampoline(void* instance, th_host*, const void* bytes, std::uint64_t size,
+                                       th_hook_result* result) noexcept {
+    return guarded(result, [&] {
+        auto* self = static_cast<Instance*>(instance);
+        StateReader reader(bytes, size);
+        self->callback->on_load_state(reader);
+        if (!reader.done()) throw std::runtime_error("saved state has bytes this plugin did not read");
+    });
+}
+
 template <typename T>
 const th_plugin_vtable* vtable_for() {
     static const th_plugin_vtable table = [] {
@@ -392,6 +525,13 @@ const th_plugin_vtable* vtable_for() {
     t.hooks[hook] = slot_for<decltype(&T::member), &Callback::member>();
         TRAINHOST_SDK_HOOKS(TRAINHOST_SDK_SLOT)
 #undef TRAINHOST_SDK_SLOT
+        constexpr bool saves = !std::is_same_v<decltype(&T::on_save_state), void (Callback::*)(StateWriter&)>;
+        constexpr bool loads = !std::is_same_v<decltype(&T::on_load_state), void (Callback::*)(StateReader&)>;
+        static_assert(saves == loads, "a stateful plugin overrides both on_save_state and on_load_state");
+        if constexpr (saves) {
+            t.save_state = &save_state_trampoline;
+            t.load_state = &load_state_trampoline;
+        }
         return t;
     }();
     return &table;
@@ -414,6 +554,12 @@ TRAINHOST_SDK_DECLARED(before)
 TRAINHOST_SDK_DECLARED(reads)
 TRAINHOST_SDK_DECLARED(writes)
 #undef TRAINHOST_SDK_DECLARED
+
+template <typename T>
+constexpr std::uint32_t state_version_of() {
+    if constexpr (requires { T::state_version; }) return T::state_version;
+    else return 0;
+}
 
 template <typename T>
 th_status create(const th_host_api* api, th_host* host, const th_option_value* values,
@@ -463,6 +609,7 @@ const th_plugin_entry* entry_for() noexcept {
         e.create = &create<T>;
         e.destroy = &destroy;
         e.vtable = vtable_for<T>();
+        e.state_version = state_version_of<T>();
         return e;
     }();
     return &entry;

@@ -1,0 +1,193 @@
+#include "checkpoint/checkpoint_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <unistd.h>
+#include <zlib.h>
+
+namespace trainhost::checkpoint {
+
+namespace fs = std::filesystem;
+
+const TensorEntry* CheckpointData::find(const std::string& name) const {
+    for (const TensorEntry& t : tensors)
+        if (t.name == name) return &t;
+    return nullptr;
+}
+
+const std::string* CheckpointData::meta(const std::string& key) const {
+    auto found = metadata.find(key);
+    return found == metadata.end() ? nullptr : &found->second;
+}
+
+void CheckpointData::add_f32(const std::string& name, std::vector<std::uint64_t> shape, const float* values,
+                             std::size_t count) {
+    TensorEntry entry{name, "F32", std::move(shape), {}};
+    entry.bytes.resize(count * sizeof(float));
+    std::memcpy(entry.bytes.data(), values, entry.bytes.size());
+    tensors.push_back(std::move(entry));
+}
+
+void CheckpointData::add_u8(const std::string& name, const void* bytes, std::size_t size) {
+    TensorEntry entry{name, "U8", {size}, {}};
+    entry.bytes.resize(size);
+    if (size > 0) std::memcpy(entry.bytes.data(), bytes, size);
+    tensors.push_back(std::move(entry));
+}
+
+namespace {
+
+std::uint32_t crc_of(const std::vector<unsigned char>& data) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    std::size_t done = 0;
+    while (done < data.size()) {
+        const auto chunk = static_cast<uInt>(std::min<std::size_t>(data.size() - done, 1u << 30));
+        crc = crc32(crc, data.data() + done, chunk);
+        done += chunk;
+    }
+    return static_cast<std::uint32_t>(crc);
+}
+
+std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
+
+[[noreturn]] void io_failure(const fs::path& file, const char* what) {
+    throw CheckpointError(fmt::format("{}: {} failed: {}", file.string(), what, std::strerror(errno)));
+}
+
+void write_all(int fd, const void* bytes, std::size_t size, const fs::path& file) {
+    const auto* p = static_cast<const unsigned char*>(bytes);
+    while (size > 0) {
+        const ssize_t written = ::write(fd, p, size);
+        if (written < 0) {
+            if (errno == EINTR) continue;
+            io_failure(file, "write");
+        }
+        p += written;
+        size -= static_cast<std::size_t>(written);
+    }
+}
+
+}  // namespace
+
+void write_checkpoint(const fs::path& file, const CheckpointData& data) {
+    std::vector<unsigned char> payload;
+    nlohmann::json header = nlohmann::json::object();
+    for (const TensorEntry& t : data.tensors) {
+        const std::uint64_t begin = payload.size();
+        payload.insert(payload.end(), t.bytes.begin(), t.bytes.end());
+        header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, payload.size()}}};
+    }
+    nlohmann::json metadata = data.metadata;
+    metadata["format"] = kFormat;
+    metadata["crc32"] = std::to_string(crc_of(payload));
+    header["__metadata__"] = std::move(metadata);
+    std::string text = header.dump();
+    // Pad with spaces so the data starts 8-byte aligned, as safetensors writers do.
+    text.append((8 - (text.size() + 8) % 8) % 8, ' ');
+    unsigned char size_le[8];
+    for (int i = 0; i < 8; ++i) size_le[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+
+    if (file.has_parent_path()) {
+        std::error_code ec;
+        fs::create_directories(file.parent_path(), ec);
+        if (ec) throw CheckpointError(fmt::format("{}: cannot create directory: {}", file.parent_path().string(), ec.message()));
+    }
+    fs::path temporary = file;
+    temporary += fmt::format(".tmp{}", ::getpid());
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) io_failure(temporary, "open");
+    try {
+        write_all(fd, size_le, sizeof size_le, temporary);
+        write_all(fd, text.data(), text.size(), temporary);
+        write_all(fd, payload.data(), payload.size(), temporary);
+        if (::fsync(fd) != 0) io_failure(temporary, "fsync");
+    } catch (...) {
+        ::close(fd);
+        ::unlink(temporary.c_str());
+        throw;
+    }
+    if (::close(fd) != 0) {
+        ::unlink(temporary.c_str());
+        io_failure(temporary, "close");
+    }
+    if (::rename(temporary.c_str(), file.c_str()) != 0) {
+        ::unlink(temporary.c_str());
+        io_failure(file, "rename");
+    }
+    // The rename is durable only once the directory entry is.
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir_fd >= 0) {
+        ::fsync(dir_fd);
+        ::close(dir_fd);
+    }
+}
+
+CheckpointData read_checkpoint(const fs::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
+    const auto fail = [&](const std::string& what) -> CheckpointError {
+        return CheckpointError(fmt::format("{}: not a valid trainhost checkpoint: {}", file.string(), what));
+    };
+    std::error_code ec;
+    const std::uint64_t file_size = fs::file_size(file, ec);
+    unsigned char size_le[8];
+    if (ec || file_size < 8 || !in.read(reinterpret_cast<char*>(size_le), 8)) throw fail("shorter than its 8-byte header size");
+    std::uint64_t header_size = 0;
+    for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(size_le[i]) << (8 * i);
+    if (header_size > file_size - 8 || header_size > (100u << 20))
+        throw fail(fmt::format("header size {} does not fit in a file of {} bytes (truncated?)", header_size, file_size));
+    std::string text(header_size, '\0');
+    if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) throw fail("header cut short");
+    nlohmann::json header;
+    try {
+        header = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+        throw fail(fmt::format("header is not JSON ({})", e.what()));
+    }
+    if (!header.is_object() || !header.contains("__metadata__") || !header["__metadata__"].is_object())
+        throw fail("no __metadata__ in the header");
+    CheckpointData data;
+    for (const auto& [key, value] : header["__metadata__"].items()) {
+        if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
+        data.metadata[key] = value.get<std::string>();
+    }
+    if (data.metadata["format"] != kFormat)
+        throw fail(fmt::format("format is '{}', expected '{}'", data.metadata["format"], kFormat));
+    const std::uint64_t data_size = file_size - 8 - header_size;
+    std::vector<unsigned char> payload(data_size);
+    if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(data_size)))
+        throw fail("data section cut short");
+    std::uint64_t expected_end = 0;
+    for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") continue;
+        try {
+            TensorEntry t{name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<std::uint64_t>>(), {}};
+            const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+            if (t.dtype != "F32" && t.dtype != "U8") throw fail(fmt::format("tensor '{}' has dtype {}", name, t.dtype));
+            std::uint64_t count = 1;
+            for (std::uint64_t d : t.shape) count *= d;
+            if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
+                offsets[1] - offsets[0] != count * element_size(t.dtype))
+                throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)", name));
+            expected_end = std::max(expected_end, offsets[1]);
+            t.bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(offsets[0]),
+                           payload.begin() + static_cast<std::ptrdiff_t>(offsets[1]));
+            data.tensors.push_back(std::move(t));
+        } catch (const nlohmann::json::exception& e) {
+            throw fail(fmt::format("tensor '{}' is malformed ({})", name, e.what()));
+        }
+    }
+    if (expected_end != data_size)
+        throw fail(fmt::format("data section holds {} bytes, tensors account for {}", data_size, expected_end));
+    const std::string computed = std::to_string(crc_of(payload));
+    if (data.metadata["crc32"] != computed)
+        throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));
+    return data;
+}
+
+}  // namespace trainhost::checkpoint

@@ -1,0 +1,23 @@
+// What lives exactly as long as one fit; shared by the session's source files.
+#pragma once
+
+#include "lifecycle/session.hpp"
+
+namespace trainhost::lifecycle {
+
+// Everything that lives exactly as long as one fit.
+struct Session::FitState {
+    std::unique_ptr<nn::Model> model;
+    std::unique_ptr<nn::Optimizer> optimizer;
+    nn::Buffer labels;   // device copy of the batch's labels
+    nn::Tensor targets;  // device copy of the batch's targets
+    std::unique_ptr<data::Batcher> batcher;
+    std::vector<float> host_features;
+    std::vector<std::int32_t> host_labels;
+    std::vector<float> host_targets;
+    device::LossKind loss = device::LossKind::cross_entropy;
+    bool stop_requested = false;
+    std::string stop_reason;
+};
+
+}  // namespace trainhost::lifecycle

@@ -1,0 +1,187 @@
+// Checkpoints of a run and resuming from them: parameters, optimizer state, the
+// trainer's counters, the layers' random generators and every stateful plugin's
+// state, so that a resumed run continues bit for bit as if never stopped.
+#include "errors.hpp"
+#include "lifecycle/session.hpp"
+#include "lifecycle/fit_state.hpp"
+
+#include "data/random.hpp"
+
+#include <cstring>
+#include <fmt/format.h>
+#include <fstream>
+#include <iostream>
+
+namespace trainhost::lifecycle {
+
+namespace {
+
+std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file) {
+    const std::string* text = data.meta(key);
+    if (text == nullptr) throw ConfigError(fmt::format("{}: checkpoint lacks '{}'", file, key));
+    try {
+        return std::stoull(*text);
+    } catch (const std::exception&) {
+        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, *text));
+    }
+}
+
+}  // namespace
+
+std::pair<const std::string*, double> Session::metric_at(std::size_t index) const {
+    auto it = metrics_.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(index));
+    return {&it->first, it->second};
+}
+
+void Session::state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) {
+    if (state_writer_ != owner)
+        throw resources::ResourceError(TH_OUT_OF_PHASE, "state_write is only allowed while the core saves this plugin's state");
+    const auto* p = static_cast<const unsigned char*>(bytes);
+    state_bytes_.insert(state_bytes_.end(), p, p + size);
+}
+
+void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool weights_only) {
+    FitState& fit = *fit_;
+    checkpoint::CheckpointData data;
+    const bool epoch_done = state_.phase >= TH_HOOK_VALIDATION_START;
+    data.metadata["weights_only"] = weights_only ? "1" : "0";
+    data.metadata["trainer.epoch"] = std::to_string(state_.epoch);
+    data.metadata["trainer.epoch_complete"] = epoch_done ? "1" : "0";
+    data.metadata["trainer.batches_done"] = std::to_string(epoch_done ? state_.batches_in_epoch : state_.batch_index + 1);
+    data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
+    data.metadata["trainer.fit_step"] = std::to_string(batches_started_);
+    data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    device::MemoryResource& memory = model_device_ref().memory();
+    for (const nn::Parameter* p : fit.model->parameters()) {
+        std::vector<float> host(p->value.numel());
+        memory.copy_to_host(host.data(), p->value.data(), p->value.bytes());
+        data.add_f32("param/" + p->name, {p->value.shape().begin(), p->value.shape().end()}, host.data(), host.size());
+    }
+    if (!weights_only) {
+        const auto saved = fit.optimizer->save();
+        for (const nn::Parameter* p : fit.model->parameters()) {
+            auto found = saved.find(p->id);
+            if (found == saved.end()) continue;
+            data.metadata["optimizer/" + p->name + "/steps"] = std::to_string(found->second.steps);
+            data.add_f32("optimizer/" + p->name + "/first", {found->second.first.size()}, found->second.first.data(),
+                         found->second.first.size());
+            data.add_f32("optimizer/" + p->name + "/second", {found->second.second.size()}, found->second.second.data(),
+                         found->second.second.size());
+        }
+        for (const auto& [name, rng] : fit.model->generators()) data.add_u8("rng/" + name, rng, sizeof(data::Rng));
+        for (auto& instance : instances_) {
+            const th_plugin_vtable& vtable = *instance->entry().vtable;
+            if (vtable.save_state == nullptr) continue;
+            state_writer_ = instance->owner();
+            state_bytes_.clear();
+            plugin::HookOutcome outcome = instance->save_state();
+            state_writer_.reset();
+            if (outcome.failed())
+                throw resources::ResourceError(TH_ERROR, fmt::format("plugin '{}' failed to save its state: {}",
+                                                                     instance->name(), outcome.message));
+            const std::string key = "plugin/" + std::string(instance->name());
+            data.metadata[key + "/state_version"] = std::to_string(instance->entry().state_version);
+            data.add_u8(key, state_bytes_.data(), state_bytes_.size());
+        }
+    }
+    try {
+        checkpoint::write_checkpoint(std::filesystem::path(path), data);
+    } catch (const checkpoint::CheckpointError& e) {
+        throw resources::ResourceError(TH_ERROR, e.what());
+    }
+}
+
+void Session::load_resume_checkpoint() {
+    if (options_.resume.empty()) return;
+    std::filesystem::path file = options_.resume;
+    if (options_.resume == "last") {
+        std::filesystem::path dir = "checkpoints";
+        auto table = options_.config.plugin_tables.find("checkpoint");
+        if (table != options_.config.plugin_tables.end())
+            if (auto configured = table->second["dirpath"].value<std::string>()) dir = *configured;
+        file = dir / "last.safetensors";
+        if (!std::filesystem::exists(file))
+            throw ConfigError(fmt::format("--resume last: there is no {} (the checkpoint plugin writes it with save_last "
+                                          "= true)",
+                                          file.string()));
+    }
+    resume_ = checkpoint::read_checkpoint(file);
+    if (resume_->metadata["weights_only"] == "1")
+        throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state)",
+                                      file.string()));
+    resume_->metadata["trainhost.path"] = file.string();
+}
+
+// After setup, before to_device: the model, its optimizer and the plugins take the
+// checkpoint's state, and the loop starts where the checkpoint left off.
+void Session::restore_checkpoint() {
+    if (!resume_) return;
+    const checkpoint::CheckpointData data = std::move(*resume_);
+    resume_.reset();
+    const std::string file = data.metadata.at("trainhost.path");
+    FitState& fit = *fit_;
+    device::MemoryResource& memory = model_device_ref().memory();
+    std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
+    for (const nn::Parameter* p : fit.model->parameters()) {
+        const checkpoint::TensorEntry* saved = data.find("param/" + p->name);
+        if (saved == nullptr || saved->dtype != "F32" ||
+            std::vector<std::size_t>(saved->shape.begin(), saved->shape.end()) != p->value.shape())
+            throw ConfigError(fmt::format("{}: parameter {} is missing or has another shape than the model's", file, p->name));
+        memory.copy_from_host(p->value.data(), saved->bytes.data(), p->value.bytes());
+        const std::string prefix = "optimizer/" + p->name;
+        const checkpoint::TensorEntry* first = data.find(prefix + "/first");
+        const checkpoint::TensorEntry* second = data.find(prefix + "/second");
+        if (first == nullptr || second == nullptr) continue;
+        nn::Optimizer::SavedState state;
+        state.steps = static_cast<std::int64_t>(meta_number(data, prefix + "/steps", file));
+        state.first.resize(first->bytes.size() / sizeof(float));
+        std::memcpy(state.first.data(), first->bytes.data(), first->bytes.size());
+        state.second.resize(second->bytes.size() / sizeof(float));
+        std::memcpy(state.second.data(), second->bytes.data(), second->bytes.size());
+        optimizer_state.emplace(p->id, std::move(state));
+    }
+    try {
+        fit.optimizer->load(fit.model->parameters(), optimizer_state);
+    } catch (const std::runtime_error& e) {
+        throw ConfigError(fmt::format("{}: {}", file, e.what()));
+    }
+    for (const auto& [name, rng] : fit.model->generators()) {
+        const checkpoint::TensorEntry* saved = data.find("rng/" + name);
+        if (saved == nullptr || saved->bytes.size() != sizeof(data::Rng))
+            throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
+        std::memcpy(static_cast<void*>(rng), saved->bytes.data(), sizeof(data::Rng));
+    }
+    for (auto& instance : instances_) {
+        const std::string key = "plugin/" + std::string(instance->name());
+        const checkpoint::TensorEntry* saved = data.find(key);
+        if (instance->entry().vtable->load_state == nullptr) continue;
+        if (saved == nullptr) {
+            err_ << fmt::format("warning: {}: no state for plugin '{}'; it starts fresh\n", file, instance->name());
+            continue;
+        }
+        const std::uint64_t version = meta_number(data, key + "/state_version", file);
+        if (version != instance->entry().state_version)
+            throw ConfigError(fmt::format("{}: plugin '{}' saved state version {}, this build of it reads version {}", file,
+                                          instance->name(), version, instance->entry().state_version));
+        enter(resources::Phase::setup);
+        plugin::HookOutcome outcome = instance->load_state(saved->bytes.data(), saved->bytes.size());
+        enter(resources::Phase::core);
+        if (outcome.failed())
+            throw ConfigError(fmt::format("{}: plugin '{}' refused its saved state: {}", file, instance->name(),
+                                          outcome.message));
+    }
+    const auto epoch = static_cast<std::uint32_t>(meta_number(data, "trainer.epoch", file));
+    const bool complete = meta_number(data, "trainer.epoch_complete", file) == 1;
+    start_epoch_ = complete ? epoch + 1 : epoch;
+    start_batch_ = complete ? 0 : meta_number(data, "trainer.batches_done", file);
+    state_.global_step = meta_number(data, "trainer.global_step", file);
+    batches_started_ = meta_number(data, "trainer.fit_step", file);
+    if (meta_number(data, "trainer.seed", file) != options_.config.seed)
+        err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
+                            meta_number(data, "trainer.seed", file), options_.config.seed);
+    if (options_.verbose)
+        out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);
+}
+
+}  // namespace trainhost::lifecycle
