@@ -117,6 +117,22 @@ public:
     /// N(mean, stddev^2) convenience for weight initialisation.
     double normal(double mean, double stddev) { return mean + stddev * normal(); }
 
+    /// The whole generator state without padding bytes, so that a saved state
+    /// compares and checksums byte for byte (checkpoints).
+    struct Snapshot {
+        std::uint64_t words[4];
+        double spare_normal;
+        std::uint64_t has_spare_normal;
+    };
+    [[nodiscard]] Snapshot snapshot() const noexcept {
+        return Snapshot{{state_[0], state_[1], state_[2], state_[3]}, spare_normal_, has_spare_normal_ ? 1u : 0u};
+    }
+    void restore(const Snapshot& snapshot) noexcept {
+        for (int i = 0; i < 4; ++i) state_[i] = snapshot.words[i];
+        spare_normal_ = snapshot.spare_normal;
+        has_spare_normal_ = snapshot.has_spare_normal != 0;
+    }
+
 private:
     [[nodiscard]] static constexpr std::uint64_t rotl(std::uint64_t x, int k) noexcept {
         return (x << k) | (x >> (64 - k));

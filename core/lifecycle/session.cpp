@@ -1,5 +1,6 @@
 #include "lifecycle/session.hpp"
 #include "lifecycle/fit_state.hpp"
+#include "plugin/plugin_order.hpp"
 
 #include "device/cpu/cpu_device.hpp"
 #include "errors.hpp"
@@ -99,6 +100,15 @@ void Session::load_plugins() {
                                               library->name(), request));
         libraries_.push_back(std::move(library));
     }
+    std::vector<plugin::OrderDeclaration> declarations;
+    for (const auto& library : libraries_) {
+        const th_plugin_entry& e = library->entry();
+        declarations.push_back({e.name, plugin::split_names(e.after), plugin::split_names(e.before),
+                                plugin::split_names(e.reads), plugin::split_names(e.writes)});
+    }
+    std::vector<std::shared_ptr<plugin::PluginLibrary>> ordered;
+    for (std::size_t i : plugin::resolve_order(declarations)) ordered.push_back(libraries_[i]);
+    libraries_ = std::move(ordered);
     // Options are validated for every plugin before any fit starts: a typo fails fast.
     for (const auto& library : libraries_) {
         auto table = options_.config.plugin_tables.find(std::string(library->name()));

@@ -69,7 +69,10 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
             data.add_f32("optimizer/" + p->name + "/second", {found->second.second.size()}, found->second.second.data(),
                          found->second.second.size());
         }
-        for (const auto& [name, rng] : fit.model->generators()) data.add_u8("rng/" + name, rng, sizeof(data::Rng));
+        for (const auto& [name, rng] : fit.model->generators()) {
+            const data::Rng::Snapshot snapshot = rng->snapshot();
+            data.add_u8("rng/" + name, &snapshot, sizeof snapshot);
+        }
         for (auto& instance : instances_) {
             const th_plugin_vtable& vtable = *instance->entry().vtable;
             if (vtable.save_state == nullptr) continue;
@@ -148,9 +151,11 @@ void Session::restore_checkpoint() {
     }
     for (const auto& [name, rng] : fit.model->generators()) {
         const checkpoint::TensorEntry* saved = data.find("rng/" + name);
-        if (saved == nullptr || saved->bytes.size() != sizeof(data::Rng))
+        data::Rng::Snapshot snapshot{};
+        if (saved == nullptr || saved->bytes.size() != sizeof snapshot)
             throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
-        std::memcpy(static_cast<void*>(rng), saved->bytes.data(), sizeof(data::Rng));
+        std::memcpy(&snapshot, saved->bytes.data(), sizeof snapshot);
+        rng->restore(snapshot);
     }
     for (auto& instance : instances_) {
         const std::string key = "plugin/" + std::string(instance->name());

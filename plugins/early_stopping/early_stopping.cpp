@@ -1,10 +1,14 @@
 // early_stopping: ends the fit when a monitored metric stops improving, with
-// Lightning's EarlyStopping semantics for monitor, mode, patience and min_delta.
+// Lightning's EarlyStopping semantics (monitor, mode, patience, min_delta,
+// check_finite, stopping_threshold, divergence_threshold). Its state travels in
+// checkpoints, and the stop condition is checked again right after a resume, so a
+// run that had already met it does not train on.
 #include <trainhost/sdk.hpp>
 
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -14,60 +18,102 @@ using trainhost::sdk::Context;
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "early_stopping";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.1.0";
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
-    static constexpr const char* reads = "metric:val_loss";
+    static constexpr const char* reads = "metrics";
+    static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
         {"patience", TH_OPTION_INT, "3", "epochs without improvement before stopping"},
         {"min_delta", TH_OPTION_FLOAT, "0.0", "smallest change that counts as an improvement"},
+        {"check_finite", TH_OPTION_BOOL, "true", "stop as soon as the metric is NaN or infinite"},
+        {"stopping_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is better than this (nan: off)"},
+        {"divergence_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is worse than this (nan: off)"},
     };
 
     EarlyStopping(Context&, const trainhost::sdk::Options& options)
         : monitor_(options.get_string("monitor")), patience_(options.get_int("patience")),
-          min_delta_(std::fabs(options.get_float("min_delta"))) {
+          min_delta_(std::fabs(options.get_float("min_delta"))), check_finite_(options.get_bool("check_finite")),
+          stopping_threshold_(options.get_float("stopping_threshold")),
+          divergence_threshold_(options.get_float("divergence_threshold")) {
         const std::string mode = options.get_string("mode");
         if (mode != "min" && mode != "max") throw std::invalid_argument("mode must be min or max, not '" + mode + "'");
         if (monitor_.empty()) throw std::invalid_argument("monitor must name a metric");
         if (patience_ < 0) throw std::invalid_argument("patience must be >= 0");
         maximize_ = mode == "max";
+        best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     }
 
-    void on_fit_start(Context&) override {
-        best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
-        wait_ = 0;
-        best_epoch_ = 0;
+    // After a resume the restored state may already call for a stop.
+    void on_fit_start(Context& ctx) override {
+        if (restored_ && wait_ >= patience_ && patience_ > 0)
+            ctx.request_stop(reason("had already not improved for " + std::to_string(wait_) + " epoch(s) when saved"));
     }
 
     void on_epoch_end(Context& ctx) override {
         auto value = ctx.metric(monitor_);
         if (!value)
-            throw std::runtime_error("monitored metric '" + monitor_ +
-                                     "' does not exist (is there a validation split?)");
+            throw std::runtime_error("monitored metric '" + monitor_ + "' does not exist (is there a validation split?)");
+        const double v = *value;
         const auto epoch = ctx.state().epoch;
-        const bool improved = maximize_ ? *value > best_ + min_delta_ : *value < best_ - min_delta_;
-        if (improved) {
-            best_ = *value;
+        if (check_finite_ && !std::isfinite(v)) {
+            ctx.request_stop(monitor_ + " = " + std::to_string(v) + " is not finite");
+            return;
+        }
+        if (!std::isnan(stopping_threshold_) && better(v, stopping_threshold_)) {
+            ctx.request_stop(monitor_ + " = " + format(v) + " reached stopping_threshold " + format(stopping_threshold_));
+            return;
+        }
+        if (!std::isnan(divergence_threshold_) && better(divergence_threshold_, v)) {
+            ctx.request_stop(monitor_ + " = " + format(v) + " diverged past " + format(divergence_threshold_));
+            return;
+        }
+        if (better(v, maximize_ ? best_ + min_delta_ : best_ - min_delta_)) {
+            best_ = v;
             best_epoch_ = epoch;
             wait_ = 0;
             return;
         }
         if (++wait_ < patience_) return;
-        char reason[256];
-        std::snprintf(reason, sizeof reason, "%s did not improve by more than %g for %lld epoch(s); best %.6f at epoch %u",
-                      monitor_.c_str(), min_delta_, static_cast<long long>(wait_), best_, best_epoch_ + 1);
-        ctx.request_stop(reason);
+        ctx.request_stop(reason("did not improve by more than " + format(min_delta_) + " for " + std::to_string(wait_) +
+                                " epoch(s)"));
+    }
+
+    void on_save_state(trainhost::sdk::StateWriter& out) override {
+        out.put(best_);
+        out.put(wait_);
+        out.put(best_epoch_);
+    }
+    void on_load_state(trainhost::sdk::StateReader& in) override {
+        best_ = in.get<double>();
+        wait_ = in.get<std::int64_t>();
+        best_epoch_ = in.get<std::uint32_t>();
+        restored_ = true;
     }
 
 private:
+    [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
+    static std::string format(double v) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.6g", v);
+        return text;
+    }
+    [[nodiscard]] std::string reason(const std::string& what) const {
+        return monitor_ + " " + what + "; best " + format(best_) + " at epoch " + std::to_string(best_epoch_ + 1);
+    }
+
     std::string monitor_;
     std::int64_t patience_;
     double min_delta_;
+    bool check_finite_;
+    double stopping_threshold_;
+    double divergence_threshold_;
     bool maximize_ = false;
     double best_ = 0;
     std::int64_t wait_ = 0;
     std::uint32_t best_epoch_ = 0;
+    bool restored_ = false;
 };
 
 }  // namespace

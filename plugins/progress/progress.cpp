@@ -33,7 +33,7 @@ public:
     static constexpr const char* name = "progress";
     static constexpr const char* version = "1.0.0";
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
-    static constexpr const char* reads = "metric:train_loss,metric:val_loss,metric:val_accuracy";
+    static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
         {"mode", TH_OPTION_STRING, "\"auto\"", "auto (bar on a terminal, lines otherwise), bar, or lines"},
         {"refresh_ms", TH_OPTION_INT, "100", "minimum time between bar redraws, in milliseconds"},

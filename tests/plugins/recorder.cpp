@@ -1,6 +1,8 @@
 // Records every hook it sees (see hook_log.hpp).
 #include "hook_log.hpp"
 
+#include <limits>
+
 namespace {
 
 class Recorder final : public test_plugins::HookLog {
@@ -11,9 +13,11 @@ public:
     static constexpr th_option_spec options[] = {
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
+        {"nan_metric", TH_OPTION_BOOL, "false", "set metric recorder.value to NaN at every epoch end"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
-        : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")) {
+        : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
+          nan_metric_(options.get_bool("nan_metric")) {
         // A static outlives instances but not the library: it proves the library stays loaded.
         static int instances = 0;
         ctx.info("test_recorder instance " + std::to_string(++instances));
@@ -21,11 +25,13 @@ public:
 
     void on_epoch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_epoch_end(ctx);
+        if (nan_metric_) ctx.set_metric("recorder.value", std::numeric_limits<double>::quiet_NaN());
         if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop("asked to stop");
     }
 
 private:
     std::int64_t stop_at_epoch_;
+    bool nan_metric_;
 };
 
 }  // namespace

@@ -1,0 +1,100 @@
+#include "plugin/plugin_order.hpp"
+
+#include "errors.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <functional>
+#include <optional>
+#include <set>
+
+namespace trainhost::plugin {
+
+namespace {
+
+bool reads_what_is_written(const std::string& read, const std::string& written) {
+    return read == written || (read == "metrics" && written.starts_with("metric:"));
+}
+
+}  // namespace
+
+std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plugins) {
+    const std::size_t n = plugins.size();
+    // edges[a] holds every b that must run after a; `explicit_edges` are rules 1-2.
+    std::vector<std::set<std::size_t>> edges(n);
+    auto index_of = [&](const std::string& name) -> std::optional<std::size_t> {
+        for (std::size_t i = 0; i < n; ++i)
+            if (plugins[i].name == name) return i;
+        return std::nullopt;
+    };
+    for (std::size_t i = 0; i < n; ++i) {
+        for (const std::string& name : plugins[i].after)
+            if (auto j = index_of(name); j && *j != i) edges[*j].insert(i);
+        for (const std::string& name : plugins[i].before)
+            if (auto j = index_of(name); j && *j != i) edges[i].insert(*j);
+        for (std::size_t j = 0; j < n; ++j) {
+            if (i == j) continue;
+            for (const std::string& written : plugins[i].writes)
+                for (const std::string& read : plugins[j].reads)
+                    if (reads_what_is_written(read, written)) edges[i].insert(j);
+        }
+    }
+
+    // Kahn's algorithm, always taking the earliest ready plugin on the command line.
+    std::vector<std::size_t> incoming(n, 0);
+    for (const auto& targets : edges)
+        for (std::size_t t : targets) ++incoming[t];
+    std::set<std::size_t> ready;
+    for (std::size_t i = 0; i < n; ++i)
+        if (incoming[i] == 0) ready.insert(i);
+    std::vector<std::size_t> order;
+    while (!ready.empty()) {
+        const std::size_t next = *ready.begin();
+        ready.erase(ready.begin());
+        order.push_back(next);
+        for (std::size_t t : edges[next])
+            if (--incoming[t] == 0) ready.insert(t);
+    }
+    if (order.size() != n) {
+        // Name one cycle: walk from any plugin left over until a plugin repeats.
+        std::vector<std::size_t> path;
+        std::size_t at = 0;
+        while (incoming[at] == 0) ++at;
+        std::vector<bool> seen(n, false);
+        while (!seen[at]) {
+            seen[at] = true;
+            path.push_back(at);
+            for (std::size_t t : edges[at])
+                if (incoming[t] > 0) {
+                    at = t;
+                    break;
+                }
+        }
+        std::vector<std::string> names;
+        auto start = std::find(path.begin(), path.end(), at);
+        for (auto it = start; it != path.end(); ++it) names.push_back(plugins[*it].name);
+        names.push_back(plugins[at].name);
+        throw PluginLoadError(fmt::format("plugin order has a cycle: {} (from their after/before and reads/writes "
+                                          "declarations)",
+                                          fmt::join(names, " -> ")));
+    }
+
+    // Writers of the same thing must be ordered by rules 1-2, not by chance.
+    std::vector<std::set<std::size_t>> reach(n);
+    for (auto it = order.rbegin(); it != order.rend(); ++it)
+        for (std::size_t t : edges[*it]) {
+            reach[*it].insert(t);
+            reach[*it].insert(reach[t].begin(), reach[t].end());
+        }
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = i + 1; j < n; ++j)
+            for (const std::string& written : plugins[i].writes)
+                if (std::find(plugins[j].writes.begin(), plugins[j].writes.end(), written) != plugins[j].writes.end() &&
+                    !reach[i].contains(j) && !reach[j].contains(i))
+                    throw PluginLoadError(fmt::format("plugins '{}' and '{}' both write {} and nothing orders them; "
+                                                      "declare after/before in one of them",
+                                                      plugins[i].name, plugins[j].name, written));
+    return order;
+}
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,177 @@
+// checkpoint: decides when to save and which files to keep, with Lightning's
+// ModelCheckpoint options; the core writes the file (atomically, with a checksum),
+// since only it holds the optimizer state, the counters and every plugin's state.
+#include <trainhost/sdk.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+namespace {
+
+using trainhost::sdk::Context;
+
+struct Kept {
+    double score = 0;
+    std::string path;
+};
+
+class Checkpoint final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "checkpoint";
+    static constexpr const char* version = "1.0.0";
+    static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
+    static constexpr const char* reads = "metrics,params,optimizer_state";
+    static constexpr std::uint32_t state_version = 1;
+    static constexpr th_option_spec options[] = {
+        {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
+        {"filename", TH_OPTION_STRING, "\"epoch={epoch}-step={step}\"",
+         "file name template: {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is appended"},
+        {"monitor", TH_OPTION_STRING, "\"\"", "metric that ranks checkpoints; empty: the most recent are best"},
+        {"mode", TH_OPTION_STRING, "\"min\"", "min or max: which monitored values are better"},
+        {"save_top_k", TH_OPTION_INT, "1", "how many of the best to keep: -1 all, 0 none"},
+        {"save_last", TH_OPTION_BOOL, "false", "also write last.safetensors at every save"},
+        {"every_n_epochs", TH_OPTION_INT, "1", "save at the end of every n-th epoch (0: never at epoch ends)"},
+        {"every_n_train_steps", TH_OPTION_INT, "0", "save after every n-th optimizer step (0: off)"},
+        {"weights_only", TH_OPTION_BOOL, "false", "save parameters only (cannot resume training)"},
+    };
+
+    Checkpoint(Context&, const trainhost::sdk::Options& options)
+        : dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
+          monitor_(options.get_string("monitor")), maximize_(options.get_string("mode") == "max"),
+          top_k_(options.get_int("save_top_k")), save_last_(options.get_bool("save_last")),
+          every_n_epochs_(options.get_int("every_n_epochs")), every_n_steps_(options.get_int("every_n_train_steps")),
+          weights_only_(options.get_bool("weights_only")) {
+        const std::string mode = options.get_string("mode");
+        if (mode != "min" && mode != "max") throw std::invalid_argument("mode must be min or max, not '" + mode + "'");
+        if (top_k_ < -1) throw std::invalid_argument("save_top_k must be -1, 0 or more");
+        if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw std::invalid_argument("every_n_* must be >= 0");
+        if (dirpath_.empty() || filename_.empty()) throw std::invalid_argument("dirpath and filename must not be empty");
+    }
+
+    void on_batch_end(Context& ctx) override {
+        const auto state = ctx.state();
+        if (every_n_steps_ > 0 && state.global_step > 0 && state.global_step % every_n_steps_ == 0 &&
+            state.global_step != last_saved_step_)
+            save(ctx, state);
+    }
+
+    void on_epoch_end(Context& ctx) override {
+        const auto state = ctx.state();
+        if (every_n_steps_ == 0 && every_n_epochs_ > 0 && (state.epoch + 1) % every_n_epochs_ == 0) save(ctx, state);
+    }
+
+    void on_save_state(trainhost::sdk::StateWriter& out) override {
+        out.put<std::uint64_t>(kept_.size());
+        for (const Kept& k : kept_) {
+            out.put(k.score);
+            out.put_string(k.path);
+        }
+        out.put(last_saved_step_);
+    }
+    void on_load_state(trainhost::sdk::StateReader& in) override {
+        kept_.resize(in.get<std::uint64_t>());
+        for (Kept& k : kept_) {
+            k.score = in.get<double>();
+            k.path = in.get_string();
+        }
+        last_saved_step_ = in.get<std::uint64_t>();
+    }
+
+private:
+    // Lightning's rule: with a monitor, keep the k best; without, the k most recent.
+    void save(Context& ctx, const trainhost::sdk::TrainState& state) {
+        last_saved_step_ = state.global_step;
+        double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
+        bool maximize = true;
+        if (!monitor_.empty()) {
+            auto value = ctx.metric(monitor_);
+            if (!value) throw std::runtime_error("monitored metric '" + monitor_ + "' does not exist (yet)");
+            score = *value;
+            maximize = maximize_;
+        }
+        const auto better = [&](double a, double b) { return maximize ? a > b : a < b; };
+        const bool keep = top_k_ == -1 || (top_k_ > 0 && (static_cast<std::int64_t>(kept_.size()) < top_k_ ||
+                                                          (std::isfinite(score) && better(score, worst().score))));
+        if (keep) {
+            const std::string path = (std::filesystem::path(dirpath_) / (expand(ctx, state) + ".safetensors")).string();
+            ctx.save_checkpoint(path, weights_only_);
+            std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
+            kept_.push_back({score, path});
+            if (top_k_ > 0 && static_cast<std::int64_t>(kept_.size()) > top_k_) {
+                const Kept dropped = worst();
+                std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped.path; });
+                std::error_code ignored;
+                std::filesystem::remove(dropped.path, ignored);
+            }
+            if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
+        }
+        if (save_last_) ctx.save_checkpoint((std::filesystem::path(dirpath_) / "last.safetensors").string(), weights_only_);
+    }
+
+    [[nodiscard]] const Kept& worst() const {
+        const bool maximize = monitor_.empty() || maximize_;
+        return *std::min_element(kept_.begin(), kept_.end(), [&](const Kept& a, const Kept& b) {
+            return maximize ? a.score < b.score : a.score > b.score;
+        });
+    }
+    [[nodiscard]] const Kept& best() const {
+        return *std::max_element(kept_.begin(), kept_.end(), [&](const Kept& a, const Kept& b) {
+            return maximize_ ? a.score < b.score : a.score > b.score;
+        });
+    }
+
+    // "{epoch}-{val_loss:.4f}" -> "3-0.2871"
+    [[nodiscard]] std::string expand(Context& ctx, const trainhost::sdk::TrainState& state) const {
+        std::string out;
+        for (std::size_t i = 0; i < filename_.size(); ++i) {
+            if (filename_[i] != '{') {
+                out += filename_[i];
+                continue;
+            }
+            const std::size_t close = filename_.find('}', i);
+            if (close == std::string::npos) throw std::invalid_argument("filename has an unclosed '{': " + filename_);
+            std::string field = filename_.substr(i + 1, close - i - 1);
+            int precision = -1;
+            if (auto colon = field.find(':'); colon != std::string::npos) {
+                const std::string spec = field.substr(colon + 1);
+                if (spec.size() < 3 || spec[0] != '.' || spec.back() != 'f')
+                    throw std::invalid_argument("filename format '" + spec + "' is not like .4f");
+                precision = std::stoi(spec.substr(1, spec.size() - 2));
+                field.resize(colon);
+            }
+            char text[64];
+            if (field == "epoch") std::snprintf(text, sizeof text, "%u", state.epoch);
+            else if (field == "step") std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(state.global_step));
+            else {
+                auto value = ctx.metric(field);
+                if (!value) throw std::runtime_error("filename uses metric '" + field + "', which does not exist");
+                std::snprintf(text, sizeof text, "%.*f", precision < 0 ? 4 : precision, *value);
+            }
+            out += text;
+            i = close;
+        }
+        return out;
+    }
+
+    std::string dirpath_;
+    std::string filename_;
+    std::string monitor_;
+    bool maximize_;
+    std::int64_t top_k_;
+    bool save_last_;
+    std::int64_t every_n_epochs_;
+    std::int64_t every_n_steps_;
+    bool weights_only_;
+    std::vector<Kept> kept_;
+    std::uint64_t last_saved_step_ = 0;
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(Checkpoint)

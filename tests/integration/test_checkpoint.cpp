@@ -1,0 +1,205 @@
+// Checkpoints and resume: atomic files, top-k bookkeeping, corruption refused, and
+// a resumed run that ends bit for bit where an uninterrupted one does.
+#include "checkpoint/checkpoint_file.hpp"
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using test_support::RunResult;
+using test_support::TempDir;
+using test_support::tiny_config;
+namespace fs = std::filesystem;
+
+namespace {
+
+// tiny_config with dropout, so the layers' random state must survive a resume too.
+std::string dropout_config(int epochs, const std::string& extra) {
+    std::string text = tiny_config(epochs, extra);
+    text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }");
+    return text;
+}
+
+std::string checkpoint_table(const fs::path& dir, const std::string& more = "") {
+    return "\n[plugins.checkpoint]\ndirpath = \"" + dir.string() + "\"\nsave_last = true\n" + more;
+}
+
+std::vector<std::string> files_in(const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+void check_same_tensors(const fs::path& a, const fs::path& b, const std::string& prefix) {
+    const auto first = trainhost::checkpoint::read_checkpoint(a);
+    const auto second = trainhost::checkpoint::read_checkpoint(b);
+    std::size_t compared = 0;
+    for (const auto& tensor : first.tensors) {
+        if (tensor.name.rfind(prefix, 0) != 0) continue;
+        const auto* other = second.find(tensor.name);
+        REQUIRE(other != nullptr);
+        INFO(tensor.name);
+        CHECK(other->bytes == tensor.bytes);  // bit for bit
+        ++compared;
+    }
+    CHECK(compared > 0);
+}
+
+// Runs trainhost with the checkpoint plugin loaded, unless the arguments name plugins.
+RunResult run_trainhost(std::vector<std::string> arguments) {
+    bool named = false;
+    for (const auto& a : arguments) named = named || a.rfind("--plugins", 0) == 0;
+    if (!named) arguments.push_back("--plugins=checkpoint");
+    return test_support::run_trainhost(arguments);
+}
+
+}  // namespace
+
+TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters", "[checkpoint][resume]") {
+    TempDir dir;
+    auto straight = dir.write("straight.toml", dropout_config(4, checkpoint_table(dir.path() / "a")));
+    REQUIRE(run_trainhost({"--config", straight.string()}).exit_code == 0);
+
+    SECTION("resumed at an epoch boundary, with --resume last") {
+        auto first = dir.write("first.toml", dropout_config(2, checkpoint_table(dir.path() / "b")));
+        REQUIRE(run_trainhost({"--config", first.string()}).exit_code == 0);
+        auto rest = run_trainhost({"--config", first.string(), "--epochs", "4", "--resume", "last", "--verbose"});
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("at epoch 3 batch 0"));
+        check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "b" / "last.safetensors", "param/");
+        check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "b" / "last.safetensors", "optimizer/");
+        check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "b" / "last.safetensors", "rng/");
+    }
+    SECTION("resumed in the middle of an epoch, from a path") {
+        auto first = dir.write("first.toml", dropout_config(2, checkpoint_table(dir.path() / "c", "every_n_train_steps = 3\n")));
+        REQUIRE(run_trainhost({"--config", first.string()}).exit_code == 0);  // last saved after step 3: epoch 2, batch 1
+        auto resumed = dir.write("resumed.toml", dropout_config(4, checkpoint_table(dir.path() / "d")));
+        auto rest = run_trainhost({"--config", resumed.string(), "--verbose", "--resume",
+                                   (dir.path() / "c" / "last.safetensors").string()});
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("at epoch 2 batch 1"));
+        check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "d" / "last.safetensors", "param/");
+    }
+}
+
+TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    SECTION("k = 2 with a filename template") {
+        auto config = dir.write("run.toml", tiny_config(4, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = 2\n"
+                                                                                  "filename = \"{epoch}-{val_loss:.4f}\"\n")));
+        auto run = run_trainhost({"--config", config.string(), "--report", (dir.path() / "r.json").string()});
+        REQUIRE(run.exit_code == 0);
+        auto names = files_in(ckpt);
+        REQUIRE(names.size() == 3);  // two best and last
+        CHECK(names.back() == "last.safetensors");
+        // val_loss falls every epoch here, so the two best are the last two epochs.
+        CHECK(names[0].rfind("2-", 0) == 0);
+        CHECK(names[1].rfind("3-", 0) == 0);
+        auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
+        const double best = report["fits"][0]["final_metrics"]["checkpoint.best_score"];
+        CHECK(best == Approx(report["fits"][0]["final_metrics"]["val_loss"].get<double>()));
+    }
+    SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
+        auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
+        REQUIRE(run_trainhost({"--config", all.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "all").size() == 4);
+        auto none = dir.write("none.toml", tiny_config(3, checkpoint_table(ckpt / "none", "save_top_k = 0\n")));
+        REQUIRE(run_trainhost({"--config", none.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "none") == std::vector<std::string>{"last.safetensors"});
+        auto thin = dir.write("thin.toml", tiny_config(4, checkpoint_table(ckpt / "thin", "save_top_k = -1\nevery_n_epochs = 2\n")));
+        REQUIRE(run_trainhost({"--config", thin.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "thin") == std::vector<std::string>{"epoch=1-step=4.safetensors", "epoch=3-step=8.safetensors",
+                                                                   "last.safetensors"});
+    }
+    SECTION("weights_only files hold parameters only and cannot resume") {
+        auto config = dir.write("w.toml", tiny_config(1, checkpoint_table(ckpt, "weights_only = true\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        const auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+        for (const auto& tensor : data.tensors) CHECK(tensor.name.rfind("param/", 0) == 0);
+        auto resume = run_trainhost({"--config", config.string(), "--resume", "last"});
+        CHECK(resume.exit_code == 1);
+        CHECK_THAT(resume.err, Contains("a weights-only checkpoint cannot resume training"));
+    }
+}
+
+TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear message", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    const auto good = ckpt / "last.safetensors";
+    const std::string bytes = test_support::read_file(good);
+    auto resume_from = [&](const std::string& name, const std::string& contents) {
+        auto file = dir.write(name, contents);
+        return run_trainhost({"--config", config.string(), "--resume", file.string()});
+    };
+    std::string flipped = bytes;
+    flipped[flipped.size() - 5] ^= 0x40;
+    auto corrupt = resume_from("corrupt.safetensors", flipped);
+    CHECK(corrupt.exit_code == 1);
+    CHECK_THAT(corrupt.err, Contains("corrupt.safetensors: not a valid trainhost checkpoint: checksum mismatch"));
+    auto truncated = resume_from("truncated.safetensors", bytes.substr(0, bytes.size() / 2));
+    CHECK(truncated.exit_code == 1);
+    CHECK_THAT(truncated.err, Contains("truncated.safetensors: not a valid trainhost checkpoint") && Contains("truncated"));
+    auto foreign = resume_from("notes.txt", "these are not tensors\n");
+    CHECK(foreign.exit_code == 1);
+    CHECK_THAT(foreign.err, Contains("notes.txt: not a valid trainhost checkpoint"));
+    auto missing = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "nope.safetensors").string()});
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.err, Contains("nope.safetensors: cannot open checkpoint"));
+    auto no_last = run_trainhost({"--config", dir.write("plain.toml", tiny_config(1)).string(), "--resume", "last"});
+    CHECK(no_last.exit_code == 1);
+    CHECK_THAT(no_last.err, Contains("--resume last: there is no checkpoints/last.safetensors"));
+}
+
+TEST_CASE("checkpoint I/O errors surface", "[checkpoint]") {
+    TempDir dir;
+    auto blocker = dir.write("file", "a regular file where a directory should be\n");
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(blocker / "sub")));
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("plugin 'checkpoint' failed in epoch_end") && Contains("cannot create directory"));
+}
+
+TEST_CASE("early_stopping options and its state across a resume", "[checkpoint][early_stopping]") {
+    TempDir dir;
+    SECTION("stopping_threshold and divergence_threshold") {
+        auto reached = dir.write("a.toml", tiny_config(5, "\n[plugins.early_stopping]\nstopping_threshold = 100.0\n"));
+        auto run = run_trainhost({"--config", reached.string(), "--plugins=early_stopping"});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 1 epoch") && Contains("reached stopping_threshold 100"));
+        auto diverged = dir.write("b.toml", tiny_config(5, "\n[plugins.early_stopping]\ndivergence_threshold = 0.0001\n"));
+        run = run_trainhost({"--config", diverged.string(), "--plugins=early_stopping"});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 1 epoch") && Contains("diverged past 0.0001"));
+    }
+    SECTION("check_finite stops on NaN; mode max") {
+        auto nan = dir.write("c.toml", tiny_config(5, "\n[plugins.test_recorder]\nnan_metric = true\n"
+                                                      "[plugins.early_stopping]\nmonitor = \"recorder.value\"\n"));
+        auto run = run_trainhost({"--config", nan.string(),
+                                  "--plugins=" + test_support::test_plugin("test_recorder") + ",early_stopping"});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 1 epoch") && Contains("recorder.value = nan is not finite"));
+        // val_loss falls here, so watching it with mode max sees no improvement after the first epoch.
+        auto max = dir.write("d.toml", tiny_config(6, "\n[plugins.early_stopping]\nmode = \"max\"\npatience = 2\n"));
+        run = run_trainhost({"--config", max.string(), "--plugins=early_stopping"});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 3 epochs"));
+    }
+    SECTION("a resumed run that had already met the stop condition stops at once") {
+        std::string text = tiny_config(6, "\n[plugins.early_stopping]\npatience = 1\n" + checkpoint_table(dir.path() / "ck"));
+        text.replace(text.find("lr = 0.01"), 9, "lr = 0.0");
+        auto config = dir.write("e.toml", text);
+        auto first = run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint"});
+        REQUIRE(first.exit_code == 0);
+        CHECK_THAT(first.out, Contains("fit 1/1: 2 epochs"));
+        auto resumed = run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint", "--resume", "last"});
+        REQUIRE(resumed.exit_code == 0);
+        CHECK_THAT(resumed.out, Contains("fit 1/1: 0 epochs") && Contains("had already not improved for 1 epoch(s) when saved"));
+    }
+}

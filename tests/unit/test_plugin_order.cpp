@@ -1,0 +1,55 @@
+#include "errors.hpp"
+#include "plugin/plugin_order.hpp"
+
+#include <catch2/catch.hpp>
+
+using trainhost::PluginLoadError;
+using trainhost::plugin::OrderDeclaration;
+using trainhost::plugin::resolve_order;
+
+namespace {
+
+std::vector<std::string> names(const std::vector<OrderDeclaration>& plugins) {
+    std::vector<std::string> out;
+    for (std::size_t i : resolve_order(plugins)) out.push_back(plugins[i].name);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("without declarations the command line decides", "[order]") {
+    CHECK(names({{"a", {}, {}, {}, {}}, {"b", {}, {}, {}, {}}, {"c", {}, {}, {}, {}}}) ==
+          std::vector<std::string>{"a", "b", "c"});
+}
+
+TEST_CASE("after and before reorder, and unknown names are ignored", "[order]") {
+    CHECK(names({{"a", {"c"}, {}, {}, {}}, {"b", {}, {}, {}, {}}, {"c", {}, {}, {}, {}}}) ==
+          std::vector<std::string>{"b", "c", "a"});
+    CHECK(names({{"a", {}, {}, {}, {}}, {"b", {}, {"a"}, {}, {}}, {"c", {"not_loaded"}, {}, {}, {}}}) ==
+          std::vector<std::string>{"b", "a", "c"});
+}
+
+TEST_CASE("metric producers run before monitors", "[order]") {
+    // early stopping named first still runs after the plugin that writes a metric.
+    CHECK(names({{"early_stopping", {}, {}, {"metrics"}, {}},
+                 {"memory_monitor", {}, {}, {}, {"metric:memory_in_use_bytes"}},
+                 {"pruning", {}, {}, {}, {"params"}},
+                 {"checkpoint", {}, {}, {"metrics", "params"}, {}}}) ==
+          std::vector<std::string>{"memory_monitor", "early_stopping", "pruning", "checkpoint"});
+}
+
+TEST_CASE("a cycle is a load error naming the plugins", "[order]") {
+    CHECK_THROWS_WITH(resolve_order({{"a", {"b"}, {}, {}, {}}, {"b", {"a"}, {}, {}, {}}}),
+                      Catch::Contains("plugin order has a cycle: a -> b -> a") ||
+                          Catch::Contains("plugin order has a cycle: b -> a -> b"));
+    CHECK_THROWS_AS(resolve_order({{"a", {}, {}, {"metric:x"}, {"metric:y"}}, {"b", {}, {}, {"metric:y"}, {"metric:x"}}}),
+                    PluginLoadError);
+}
+
+TEST_CASE("two writers of the same thing must be ordered explicitly", "[order]") {
+    CHECK_THROWS_WITH(resolve_order({{"pruning", {}, {}, {}, {"params"}}, {"swa", {}, {}, {}, {"params"}}}),
+                      "plugins 'pruning' and 'swa' both write params and nothing orders them; declare after/before in "
+                      "one of them");
+    CHECK(names({{"pruning", {}, {}, {}, {"params"}}, {"swa", {}, {"pruning"}, {}, {"params"}}}) ==
+          std::vector<std::string>{"swa", "pruning"});
+}
