@@ -1,11 +1,13 @@
 // The trainhost command line: train (default), list-plugins.
 #include "checkpoint/checkpoint_file.hpp"
+#include "cli/inspect.hpp"
 #include "config/run_config.hpp"
 #include "data/dataset.hpp"
 #include "errors.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
 #include "report/report.hpp"
+#include "validate/validate.hpp"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -116,6 +118,30 @@ int main(int argc, char** argv) {
     app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
     app.add_flag("--verbose", args.verbose, "print the plugin order, device choice and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
+    cli::InspectOptions inspect_args;
+    CLI::App* inspect = app.add_subcommand("inspect", "print what a plugin declares, without creating it");
+    inspect->add_option("plugin", inspect_args.plugin, "plugin name or path to its .so")->required();
+    inspect->add_flag("--json", inspect_args.json, "machine-readable output");
+    validate::ValidateOptions checks;
+    CLI::App* validate_command = app.add_subcommand("validate", "run the conformance suite on a plugin");
+    validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
+    validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
+        ->check(CLI::Range(1, 10));
+    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs");
+    validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
+        ->check(CLI::Range(1, 1000));
+    validate_command->add_option("--junit", checks.junit, "write a JUnit XML report");
+    validate_command->add_option("--config", checks.config, "TOML with [plugins.<name>] options for the plugin")
+        ->check(CLI::ExistingFile);
+    validate_command->add_option("--timeout", checks.timeout_seconds, "seconds each test may take")
+        ->check(CLI::Range(1, 86400));
+    std::string one_test;
+    CLI::App* validate_one = app.add_subcommand("__validate-one", "");  // a child of validate: one test
+    validate_one->group("");
+    validate_one->add_option("--test", one_test)->required();
+    validate_one->add_option("--plugin", checks.plugin)->required();
+    validate_one->add_option("--seed", checks.seed);
+    validate_one->add_option("--config", checks.config);
     app.require_subcommand(0, 1);
 
     try {
@@ -130,6 +156,9 @@ int main(int argc, char** argv) {
     }
     try {
         if (list->parsed()) return list_plugins();
+        if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
+        if (validate_command->parsed()) return validate::validate_plugin(checks, std::cout);
+        if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout);
         if (args.config.empty()) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;

@@ -77,6 +77,8 @@ void read_data(TableReader& root, RunConfig& config) {
     d.batch_size = static_cast<std::size_t>(reader.integer_in("batch_size", 64, 1, 1 << 20));
     d.validation_fraction = reader.number_in("validation_fraction", d.validation_fraction, 0.0, 0.9);
     d.shuffle = reader.boolean("shuffle").value_or(true);
+    d.limit_train_batches = reader.integer_in("limit_train_batches", -1, -1, INT64_MAX);
+    d.limit_val_batches = reader.integer_in("limit_val_batches", -1, -1, INT64_MAX);
     if (d.dataset == "fashion_mnist") {
         if (auto path = reader.string("path")) {
             d.path = *path;

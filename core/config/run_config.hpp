@@ -43,6 +43,8 @@ struct DataSpec {
     double validation_fraction = 0.1;
     bool shuffle = true;
     std::size_t limit = 0;       // IDX: use only the first N training samples (0 = all)
+    std::int64_t limit_train_batches = -1;  // batches per training epoch (-1 = all), as Lightning's
+    std::int64_t limit_val_batches = -1;    // batches per validation pass (-1 = all)
     bool test = true;            // IDX: evaluate on the t10k test files at fit end
     std::size_t samples = 1024;  // synthetic
     std::size_t width = 3072;    // synthetic

@@ -23,6 +23,10 @@ using resources::Phase;
 
 namespace {
 constexpr unsigned kLogicalCpuDevices = 4;
+
+std::size_t limited(std::size_t batches, std::int64_t limit) {
+    return limit < 0 ? batches : std::min<std::size_t>(batches, static_cast<std::size_t>(limit));
+}
 }  // namespace
 
 
@@ -382,7 +386,7 @@ void Session::train_epoch() {
     state_.samples_seen = 0;
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
-    state_.batches_in_epoch = fit.batcher->batches();
+    state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
     double loss_sum = 0;
@@ -446,9 +450,11 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
     double loss_sum = 0;
     std::size_t correct = 0;
     std::size_t seen = 0;
-    state_.batches_in_epoch = batcher.batches();
+    const std::size_t batches = with_hooks ? limited(batcher.batches(), options_.config.data.limit_val_batches)
+                                           : batcher.batches();
+    state_.batches_in_epoch = batches;
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
-    for (std::size_t b = 0; b < batcher.batches(); ++b) {
+    for (std::size_t b = 0; b < batches; ++b) {
         state_.batch_index = b;
         const std::size_t rows = batcher.gather(b, features, labels, targets);
         state_.batch_samples = rows;
@@ -463,9 +469,11 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         seen += rows;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
     }
-    metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
-    if (dataset.classes > 0)
-        metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
+    if (seen > 0) {
+        metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
+        if (dataset.classes > 0)
+            metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
+    }
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
 }
 

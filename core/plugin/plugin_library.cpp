@@ -8,6 +8,7 @@
 #define BOOST_DLL_USE_STD_FS
 #endif
 #include <boost/dll/library_info.hpp>
+#include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
@@ -21,22 +22,48 @@
 #ifndef TRAINHOST_INSTALL_PLUGIN_DIR
 #define TRAINHOST_INSTALL_PLUGIN_DIR ""
 #endif
+// The install plugin directory relative to the installed executable's directory
+// (e.g. "../lib/trainhost/plugins"), so an install moved with --prefix still works.
+#ifndef TRAINHOST_INSTALL_PLUGIN_RELDIR
+#define TRAINHOST_INSTALL_PLUGIN_RELDIR ""
+#endif
 
 namespace trainhost::plugin {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// <directory of this executable>/<TRAINHOST_INSTALL_PLUGIN_RELDIR> when that directory
+// exists, that is when this executable runs from an install tree (wherever it was
+// installed to); empty otherwise, e.g. in the build tree.
+fs::path installed_plugin_dir() {
+    const fs::path relative(TRAINHOST_INSTALL_PLUGIN_RELDIR);
+    if (relative.empty()) return {};
+    boost::dll::fs::error_code ec;
+    const fs::path exe = boost::dll::program_location(ec);  // /proc/self/exe, symlinks resolved
+    if (ec || exe.empty()) return {};
+    const fs::path dir = (exe.parent_path() / relative).lexically_normal();
+    std::error_code ignored;
+    return fs::is_directory(dir, ignored) ? dir : fs::path();
+}
+
+}  // namespace
 
 std::vector<fs::path> plugin_search_path() {
     std::vector<fs::path> dirs;
     auto add = [&](const fs::path& dir) {
         if (!dir.empty() && std::find(dirs.begin(), dirs.end(), dir) == dirs.end()) dirs.push_back(dir);
     };
-    add(TRAINHOST_BUILD_PLUGIN_DIR);
+    // An installed trainhost takes its plugins from its own install tree, never from
+    // the build tree it was compiled in (which may be gone, or hold newer plugins).
+    const fs::path installed = installed_plugin_dir();
+    if (installed.empty()) add(TRAINHOST_BUILD_PLUGIN_DIR);
     if (const char* env = std::getenv("TRAINHOST_PLUGIN_PATH")) {
         std::stringstream entries(env);
         for (std::string entry; std::getline(entries, entry, ':');) add(entry);
     }
-    add(TRAINHOST_INSTALL_PLUGIN_DIR);
+    add(installed.empty() ? fs::path(TRAINHOST_INSTALL_PLUGIN_DIR) : installed);
     return dirs;
 }
 

@@ -2,7 +2,10 @@
 // records every hook so tests see that on_exception and teardown still ran.
 #include "hook_log.hpp"
 
+#include <chrono>
+#include <cstdlib>
 #include <stdexcept>
+#include <thread>
 
 namespace {
 
@@ -15,7 +18,8 @@ public:
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in"},
         {"how", TH_OPTION_STRING, "\"throw\"",
-         "throw (std::runtime_error), unknown (not a std::exception) or status (an sdk::Error carrying a status)"},
+         "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
+         "hang (never return) or crash (abort the process)"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
@@ -24,6 +28,9 @@ protected:
     void after_hook(const std::string& hook) override {
         if (hook != hook_) return;
         if (how_ == "unknown") throw 42;
+        if (how_ == "crash") std::abort();
+        if (how_ == "hang")
+            for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         if (how_ == "status") throw trainhost::sdk::Error(TH_OUT_OF_MEMORY, "out of scratch space in " + hook);
         throw std::runtime_error("deliberate failure in " + hook);
     }

@@ -1,0 +1,410 @@
+// The conformance tests themselves. Each returns "" on success, "skip: why" when
+// it does not apply to this plugin, or what went wrong.
+#include "config/run_config.hpp"
+#include "errors.hpp"
+#include "lifecycle/session.hpp"
+#include "plugin/plugin_library.hpp"
+#include "validate/validate.hpp"
+#include "validate/validation_host.hpp"
+
+#include <cmath>
+#include <cstdio>
+#include <fmt/format.h>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <sstream>
+
+namespace trainhost::validate {
+
+namespace {
+
+struct TestContext {
+    const ValidateOptions& options;
+    std::filesystem::path file;
+    std::shared_ptr<plugin::PluginLibrary> library;
+    std::optional<toml::table> plugin_table;  // from --config
+    std::ostream& progress;
+};
+
+// A tiny synthetic run: 2 training batches and 1 validation batch per epoch.
+std::string base_config(std::uint64_t seed, int epochs, const std::string& policy) {
+    return fmt::format(R"(seed = {}
+epochs = {}
+[data]
+dataset = "synthetic_autoencoder"
+samples = 40
+width = 8
+latent = 2
+batch_size = 16
+validation_fraction = 0.25
+[model]
+loss = "bce_with_logits"
+layers = [ {{ type = "dense", units = 4 }}, {{ type = "tanh" }}, {{ type = "dense", units = 8 }} ]
+[optimizer]
+type = "adam"
+lr = 0.01
+[resources]
+on_violation = "{}"
+)",
+                       seed, epochs, policy);
+}
+
+struct SessionRun {
+    lifecycle::SessionResult result;
+    std::string out;
+    std::string err;
+    std::string error;  // an exception from loading (config or plugin load)
+};
+
+SessionRun run_session(const TestContext& c, const std::string& config_text, std::vector<std::string> plugins,
+                       std::uint32_t repeat = 1) {
+    SessionRun run;
+    std::ostringstream out, err;
+    try {
+        lifecycle::SessionOptions options;
+        options.config = config::parse_run_config(config_text, "<validate>");
+        plugins.push_back(c.file.string());
+        options.plugins = plugins;
+        options.repeat = repeat;
+        lifecycle::Session session(options, out, err);
+        run.result = session.run();
+    } catch (const std::exception& e) {
+        run.error = e.what();
+    }
+    run.out = out.str();
+    run.err = err.str();
+    return run;
+}
+
+std::string plugin_table_text(const TestContext& c) {
+    if (!c.plugin_table) return "";
+    std::ostringstream text;
+    text << "\n[plugins." << c.library->name() << "]\n" << *c.plugin_table << "\n";
+    return text.str();
+}
+
+std::string first_failure(const SessionRun& run) {
+    if (!run.error.empty()) return run.error;
+    for (const auto& fit : run.result.fits)
+        if (!fit.failure.empty()) return fit.failure;
+    return {};
+}
+
+// --- level 1 -------------------------------------------------------------------
+
+std::string test_metadata(TestContext& c) {
+    const th_plugin_entry& e = c.library->entry();
+    if (e.version == nullptr || *e.version == '\0') return "the entry has no version";
+    if (e.description == nullptr || *e.description == '\0') return "the entry has no description";
+    for (std::uint32_t i = 0; i < e.option_count; ++i) {
+        const th_option_spec& spec = e.options[i];
+        if (spec.name == nullptr || *spec.name == '\0') return fmt::format("option {} has no name", i);
+        if (spec.doc == nullptr || *spec.doc == '\0') return fmt::format("option '{}' has no doc", spec.name);
+    }
+    try {
+        (void)plugin::validate_options(e, nullptr, "<defaults>");
+    } catch (const std::exception& ex) {
+        if (c.plugin_table) return {};
+        return fmt::format("its defaults do not validate: {}", ex.what());
+    }
+    return {};
+}
+
+std::string test_abi_handshake(TestContext& c) {
+    ValidationHost host;
+    const th_plugin_entry& e = c.library->entry();
+    auto values = plugin::validate_options(e, c.plugin_table ? &*c.plugin_table : nullptr, "<validate>");
+    th_host raw;
+    raw.services = &host;
+    raw.owner = host.ledger().register_owner(std::string(e.name));
+    const auto attempt = [&](th_host_api api, const char* what) -> std::string {
+        th_hook_result result{};
+        void* instance = nullptr;
+        const th_status status = e.create(&api, &raw, values.data(), values.size(), &instance, &result);
+        if (status == TH_OK && instance != nullptr) {
+            e.destroy(instance);
+            return fmt::format("accepted a host offering {}", what);
+        }
+        if (result.message[0] == '\0') return fmt::format("refused a host offering {} without a message", what);
+        return {};
+    };
+    th_host_api newer = plugin::host_api();
+    newer.abi_major = TH_ABI_MAJOR + 1;
+    if (auto failure = attempt(newer, "ABI 2.0 (too new)"); !failure.empty()) return failure;
+    th_host_api older = plugin::host_api();
+    older.abi_major = TH_ABI_MAJOR - 1;
+    if (auto failure = attempt(older, "ABI 0.x (too old)"); !failure.empty()) return failure;
+    th_host_api shorter = plugin::host_api();
+    shorter.struct_size = offsetof(th_host_api, move_model);
+    if (auto failure = attempt(shorter, "a host API table shorter than its own"); !failure.empty()) return failure;
+    return {};
+}
+
+// --- level 2 -------------------------------------------------------------------
+
+std::string test_create_destroy(TestContext& c) {
+    ValidationHost host;
+    for (const char* when : {"cold", "warm"}) {
+        try {
+            auto leaks = host.destroy(host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr));
+            if (!leaks.empty()) return fmt::format("{}: {}", when, resources::format_leak(leaks.front()));
+        } catch (const std::exception& e) {
+            return fmt::format("{} create failed: {}", when, e.what());
+        }
+    }
+    return {};
+}
+
+// --- level 3-4 -----------------------------------------------------------------
+
+std::string test_lifecycle(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 2, "warn") + plugin_table_text(c), {});
+    return first_failure(run);
+}
+
+std::string test_zero_epochs_and_batches(TestContext& c) {
+    auto none = run_session(c, base_config(c.options.seed, 0, "warn") + plugin_table_text(c), {});
+    if (auto failure = first_failure(none); !failure.empty()) return "zero epochs: " + failure;
+    std::string text = base_config(c.options.seed, 2, "warn");
+    text.replace(text.find("validation_fraction"), 0, "limit_train_batches = 0\n");
+    auto empty = run_session(c, text + plugin_table_text(c), {});
+    if (auto failure = first_failure(empty); !failure.empty()) return "zero batches: " + failure;
+    return {};
+}
+
+// --- level 5 -------------------------------------------------------------------
+
+std::string test_ledger_clean(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 2, "fail") + plugin_table_text(c), {});
+    if (!run.result.leaks.empty()) return resources::format_leak(run.result.leaks.front());
+    return {};
+}
+
+std::string test_host_calls_in_phase(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 2, "warn") + plugin_table_text(c), {});
+    for (const auto& misuse : run.result.misuses)
+        if (misuse.kind == resources::MisuseKind::out_of_phase) return resources::format_misuse(misuse);
+    return {};
+}
+
+std::string test_handles_used_correctly(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 2, "warn") + plugin_table_text(c), {});
+    for (const auto& misuse : run.result.misuses)
+        if (misuse.kind != resources::MisuseKind::out_of_phase) return resources::format_misuse(misuse);
+    return {};
+}
+
+std::string test_device_move(TestContext& c) {
+    if (c.library->name() == "togpu") return "skip: the plugin under test moves the model itself";
+    const std::string text = base_config(c.options.seed, 2, "warn") + plugin_table_text(c) +
+                             "\n[plugins.togpu]\ntarget = \"cpu:1\"\nwhen = \"every_epoch\"\n";
+    auto run = run_session(c, text, {"togpu"});
+    for (const auto& leak : run.result.leaks)
+        if (leak.rule == resources::LeakRule::stranded) return resources::format_leak(leak);
+    return first_failure(run);
+}
+
+// --- level 6: option fuzzing ------------------------------------------------------
+
+std::string test_option_fuzzing(TestContext& c) {
+    const th_plugin_entry& e = c.library->entry();
+    if (e.option_count == 0) return "skip: the plugin declares no options";
+    const std::vector<std::string> wrong_types = {"\"text\"", "1", "true", "[1, 2]", "{ a = 1 }", "0.5"};
+    const std::map<th_option_type, std::vector<std::string>> extremes = {
+        {TH_OPTION_INT, {"0", "-1", "9223372036854775807", "-9223372036854775808"}},
+        {TH_OPTION_FLOAT, {"0.0", "-1.0", "nan", "inf", "-inf", "1e308", "-1e308", "5e-324"}},
+        {TH_OPTION_STRING, {"\"\"", fmt::format("\"{}\"", std::string(4096, 'x')), "\"\\u00e9\\u4e2d\""}},
+        {TH_OPTION_BOOL, {"true", "false"}},
+    };
+    const auto literal_type_matches = [](th_option_type type, const std::string& literal) {
+        switch (type) {
+        case TH_OPTION_STRING: return literal.front() == '"';
+        case TH_OPTION_BOOL: return literal == "true" || literal == "false";
+        case TH_OPTION_INT: return literal == "1";
+        case TH_OPTION_FLOAT: return literal == "0.5" || literal == "1";  // integers are accepted as floats
+        }
+        return false;
+    };
+    for (std::uint32_t i = 0; i < e.option_count; ++i) {
+        const th_option_spec& spec = e.options[i];
+        for (const std::string& value : wrong_types) {
+            if (literal_type_matches(spec.type, value)) continue;
+            c.progress << fmt::format("option {} = {}\n", spec.name, value) << std::flush;
+            auto run = run_session(c, base_config(c.options.seed, 1, "warn") +
+                                          fmt::format("\n[plugins.{}]\n{} = {}\n", e.name, spec.name, value),
+                                   {});
+            if (run.error.find(spec.name) == std::string::npos)
+                return fmt::format("{} = {} (wrong type) was not refused with an error naming the option", spec.name, value);
+        }
+        for (const std::string& value : extremes.at(spec.type)) {
+            c.progress << fmt::format("option {} = {}\n", spec.name, value.substr(0, 40)) << std::flush;
+            // Any outcome but a crash is acceptable: the child process would die here.
+            (void)run_session(c, base_config(c.options.seed, 1, "warn") +
+                                     fmt::format("\n[plugins.{}]\n{} = {}\n", e.name, spec.name, value),
+                              {});
+        }
+    }
+    c.progress << "unknown option\n" << std::flush;
+    auto unknown = run_session(c, base_config(c.options.seed, 1, "warn") +
+                                      fmt::format("\n[plugins.{}]\nnot_an_option_of_this_plugin = 1\n", e.name),
+                               {});
+    if (unknown.error.find("unknown key") == std::string::npos) return "an unknown option was not refused";
+    return {};
+}
+
+// --- level 7: state -----------------------------------------------------------------
+
+std::string test_state_roundtrip(TestContext& c) {
+    if (c.library->entry().vtable->save_state == nullptr) return "skip: the plugin keeps no checkpoint state";
+    ValidationHost host;
+    const toml::table* options = c.plugin_table ? &*c.plugin_table : nullptr;
+    auto first = host.create(c.library, options);
+    if (auto failure = host.run_fit(*first, 2, 2, {{"val_loss", 0.5}, {"train_loss", 0.6}, {"val_accuracy", 0.7}});
+        !failure.empty())
+        return "the fit before saving failed: " + failure;
+    std::string failure;
+    const auto saved = host.save_state(*first, failure);
+    if (!failure.empty()) return "save_state failed: " + failure;
+    (void)host.destroy(std::move(first));
+    auto second = host.create(c.library, options);
+    plugin::HookOutcome loaded = second->load_state(saved.data(), saved.size());
+    if (loaded.failed()) return "load_state refused its own saved state: " + loaded.message;
+    const auto again = host.save_state(*second, failure);
+    if (!failure.empty()) return "save_state after load failed: " + failure;
+    (void)host.destroy(std::move(second));
+    if (again != saved)
+        return fmt::format("save, restore, save gave different bytes ({} then {} bytes)", saved.size(), again.size());
+    return {};
+}
+
+// --- level 8: NaN and infinities ----------------------------------------------------
+
+std::string test_nan_inf_metrics(TestContext& c) {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const double inf = std::numeric_limits<double>::infinity();
+    for (const auto& metrics : std::vector<std::map<std::string, double>>{
+             {{"val_loss", nan}, {"train_loss", nan}, {"val_accuracy", nan}},
+             {{"val_loss", inf}, {"train_loss", -inf}, {"val_accuracy", inf}}}) {
+        ValidationHost host;
+        auto instance = host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr);
+        if (auto failure = host.run_fit(*instance, 2, 2, metrics); !failure.empty())
+            return fmt::format("with val_loss = {}: {}", metrics.at("val_loss"), failure);
+        (void)host.destroy(std::move(instance));
+    }
+    return {};
+}
+
+// --- level 9: many instances -----------------------------------------------------
+
+std::size_t resident_bytes() {
+    std::ifstream statm("/proc/self/statm");
+    std::size_t pages = 0, resident = 0;
+    statm >> pages >> resident;
+    return resident * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::string test_create_destroy_cycles(TestContext& c) {
+    ValidationHost host;
+    const toml::table* options = c.plugin_table ? &*c.plugin_table : nullptr;
+    // Warm up allocator caches before measuring.
+    for (int i = 0; i < 5; ++i) (void)host.destroy(host.create(c.library, options));
+    const std::size_t before = resident_bytes();
+    const std::size_t leases = host.ledger().live_leases();  // the host's own model
+    for (int i = 0; i < 100; ++i) {
+        auto leaks = host.destroy(host.create(c.library, options));
+        if (!leaks.empty()) return fmt::format("cycle {}: {}", i + 1, resources::format_leak(leaks.front()));
+        if (host.ledger().live_leases() != leases)
+            return fmt::format("cycle {}: the ledger lists {} leases, {} before", i + 1, host.ledger().live_leases(), leases);
+    }
+    const std::size_t after = resident_bytes();
+    constexpr std::size_t kTolerance = 2u << 20;
+    if (after > before + kTolerance)
+        return fmt::format("process memory grew by {} over 100 create/destroy cycles", resources::human_bytes(after - before));
+    return {};
+}
+
+// --- level 10: repeated fits -------------------------------------------------------
+
+std::string test_repeated_fits(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 1, "fail") + plugin_table_text(c), {}, 3);
+    if (!run.result.leaks.empty()) return resources::format_leak(run.result.leaks.front());
+    if (auto failure = first_failure(run); !failure.empty()) return failure;
+    if (run.result.fits.size() != 3) return fmt::format("ran {} of 3 fits", run.result.fits.size());
+    for (const auto& fit : run.result.fits)
+        if (fit.after_teardown.in_use != run.result.fits[0].after_teardown.in_use)
+            return fmt::format("fit {} ended with {} bytes in use, fit 1 with {}", fit.index + 1, fit.after_teardown.in_use,
+                               run.result.fits[0].after_teardown.in_use);
+    return {};
+}
+
+using TestFunction = std::string (*)(TestContext&);
+
+struct Registered {
+    ConformanceTestInfo info;
+    TestFunction run;
+};
+
+const std::vector<Registered>& registry() {
+    static const std::vector<Registered> tests = {
+        {{"metadata", 1, "the entry names a version, a description and documented options whose defaults validate", ""},
+         &test_metadata},
+        {{"abi_handshake", 1, "create() refuses hosts offering a too new, too old or too short API, with a message", "metadata"},
+         &test_abi_handshake},
+        {{"create_destroy", 2, "create and destroy work cold and warm, holding nothing afterwards", "metadata"}, &test_create_destroy},
+        {{"lifecycle", 3, "two epochs of training with every hook, without a plugin failure", "create_destroy"}, &test_lifecycle},
+        {{"zero_epochs_and_batches", 4, "fits of zero epochs, and epochs of zero batches, run cleanly", "lifecycle"},
+         &test_zero_epochs_and_batches},
+        {{"ledger_clean", 5, "every lease is given back by the end of its scope", "lifecycle"}, &test_ledger_clean},
+        {{"host_calls_in_phase", 5, "no host call is made outside the phases that allow it", "lifecycle"}, &test_host_calls_in_phase},
+        {{"handles_used_correctly", 5, "no double free, foreign or stale handle, size mismatch or out-of-range access", "lifecycle"},
+         &test_handles_used_correctly},
+        {{"device_move", 5, "the model moving to another device strands none of the plugin's memory", "ledger_clean"}, &test_device_move},
+        {{"option_fuzzing", 6, "wrong types and unknown keys are refused, extreme values never crash", "create_destroy"}, &test_option_fuzzing},
+        {{"state_roundtrip", 7, "save, restore, save again gives identical bytes", "lifecycle"}, &test_state_roundtrip},
+        {{"nan_inf_metrics", 8, "NaN and infinite metrics are handled without a failure", "lifecycle"}, &test_nan_inf_metrics},
+        {{"create_destroy_cycles", 9, "100 create/destroy cycles grow neither the ledger nor the process", "create_destroy"},
+         &test_create_destroy_cycles},
+        {{"repeated_fits", 10, "three fits in one process, clean each time", "ledger_clean"}, &test_repeated_fits},
+    };
+    return tests;
+}
+
+}  // namespace
+
+const std::vector<ConformanceTestInfo>& conformance_tests() {
+    static const std::vector<ConformanceTestInfo> infos = [] {
+        std::vector<ConformanceTestInfo> list;
+        for (const auto& t : registry()) list.push_back(t.info);
+        return list;
+    }();
+    return infos;
+}
+
+int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out) {
+    for (const auto& t : registry()) {
+        if (t.info.name != test) continue;
+        std::string failure;
+        try {
+            TestContext c{options, plugin::resolve_plugin(options.plugin, plugin::plugin_search_path()), nullptr, {}, out};
+            c.library = plugin::PluginLibrary::load(c.file);
+            if (!options.config.empty()) {
+                auto config = toml::parse_file(options.config);
+                if (auto* table = config["plugins"][std::string(c.library->name())].as_table()) c.plugin_table = *table;
+            }
+            failure = t.run(c);
+        } catch (const std::exception& e) {
+            failure = e.what();
+        }
+        if (failure.rfind("skip: ", 0) == 0) out << "RESULT SKIP " << failure.substr(6) << '\n';
+        else if (failure.empty()) out << "RESULT PASS\n";
+        else out << "RESULT FAIL " << failure << '\n';
+        out << std::flush;
+        return failure.empty() || failure.rfind("skip: ", 0) == 0 ? 0 : 1;
+    }
+    out << "RESULT FAIL no conformance test named '" << test << "'\n";
+    return 1;
+}
+
+}  // namespace trainhost::validate

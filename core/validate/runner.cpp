@@ -1,0 +1,202 @@
+// The parent side of `trainhost validate`: one child process per test, a watchdog
+// that kills a child past its time, a line per test, and an optional JUnit file.
+#include "validate/validate.hpp"
+
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <fmt/format.h>
+#include <fstream>
+#include <map>
+#include <ostream>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace trainhost::validate {
+
+namespace {
+
+struct Outcome {
+    std::string test;
+    std::string status;  // PASS, FAIL, SKIP
+    std::string message;
+    double seconds = 0;
+};
+
+// Runs `trainhost __validate-one` for one test and reads its verdict.
+Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& options, std::uint64_t seed,
+                  const std::filesystem::path& workdir) {
+    const auto started = std::chrono::steady_clock::now();
+    Outcome outcome{test.name, "FAIL", "", 0};
+    int pipe_fds[2];
+    if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
+        outcome.message = fmt::format("cannot create a pipe: {}", std::strerror(errno));
+        return outcome;
+    }
+    std::vector<std::string> args = {"trainhost",  "__validate-one", "--test", test.name, "--seed", std::to_string(seed),
+                                     "--plugin", options.plugin};
+    if (!options.config.empty()) {
+        args.push_back("--config");
+        args.push_back(options.config);
+    }
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+    // Plugins may write files (checkpoints, logs): keep them out of the user's directory.
+    posix_spawn_file_actions_addchdir_np(&actions, workdir.c_str());
+    pid_t child = 0;
+    const int spawned = posix_spawn(&child, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    posix_spawn_file_actions_destroy(&actions);
+    ::close(pipe_fds[1]);
+    if (spawned != 0) {
+        ::close(pipe_fds[0]);
+        outcome.message = fmt::format("cannot start a child process: {}", std::strerror(spawned));
+        return outcome;
+    }
+    std::string output;
+    const auto deadline = started + std::chrono::seconds(options.timeout_seconds);
+    bool timed_out = false;
+    for (;;) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+        if (left.count() <= 0) {
+            timed_out = true;
+            ::kill(child, SIGKILL);
+            break;
+        }
+        pollfd fd{pipe_fds[0], POLLIN, 0};
+        const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+        if (ready < 0 && errno != EINTR) break;
+        if (ready <= 0) continue;
+        char buffer[4096];
+        const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
+        if (got <= 0) break;
+        output.append(buffer, static_cast<std::size_t>(got));
+    }
+    ::close(pipe_fds[0]);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    const auto result = output.rfind("RESULT ");
+    // The last line the child reached, for a crash or a hang in the middle of a test.
+    std::string last_line = output.substr(0, output.find_last_not_of('\n') + 1);
+    last_line = last_line.substr(last_line.rfind('\n') == std::string::npos ? 0 : last_line.rfind('\n') + 1);
+    if (timed_out) {
+        outcome.message = fmt::format("hung: killed after {} s{}", options.timeout_seconds,
+                                      last_line.empty() ? "" : " (last: " + last_line + ")");
+    } else if (WIFSIGNALED(status)) {
+        outcome.message = fmt::format("crashed with signal {} ({}){}", WTERMSIG(status), strsignal(WTERMSIG(status)),
+                                      last_line.empty() ? "" : " (last: " + last_line + ")");
+    } else if (result == std::string::npos) {
+        outcome.message = fmt::format("the test process exited with {} and no result", WEXITSTATUS(status));
+    } else {
+        std::string line = output.substr(result + 7);
+        line = line.substr(0, line.find('\n'));
+        outcome.status = line.substr(0, 4);
+        outcome.message = line.size() > 5 ? line.substr(5) : "";
+    }
+    return outcome;
+}
+
+std::string xml_escape(const std::string& text) {
+    std::string out;
+    for (char c : text) {
+        switch (c) {
+        case '&': out += "&amp;"; break;
+        case '<': out += "&lt;"; break;
+        case '>': out += "&gt;"; break;
+        case '"': out += "&quot;"; break;
+        default: out += (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') ? ' ' : c;
+        }
+    }
+    return out;
+}
+
+void write_junit(const std::string& file, const ValidateOptions& options, const std::vector<Outcome>& outcomes) {
+    std::size_t failures = 0, skipped = 0;
+    double total = 0;
+    for (const auto& o : outcomes) {
+        failures += o.status == "FAIL";
+        skipped += o.status == "SKIP";
+        total += o.seconds;
+    }
+    std::ofstream out(file);
+    if (!out) throw std::runtime_error(fmt::format("{}: cannot write the JUnit report", file));
+    out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
+    out << fmt::format("<testsuite name=\"trainhost.validate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
+                       outcomes.size(), failures, skipped, total);
+    for (const auto& o : outcomes) {
+        out << fmt::format("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3f}\"", xml_escape(options.plugin),
+                           xml_escape(o.test), o.seconds);
+        if (o.status == "PASS") out << "/>\n";
+        else if (o.status == "SKIP") out << fmt::format(">\n    <skipped message=\"{}\"/>\n  </testcase>\n", xml_escape(o.message));
+        else out << fmt::format(">\n    <failure message=\"{}\"/>\n  </testcase>\n", xml_escape(o.message));
+    }
+    out << "</testsuite>\n";
+}
+
+// Paths given relative to where the user stands still name the same files from the
+// children's working directory.
+ValidateOptions with_absolute_paths(ValidateOptions options) {
+    namespace fs = std::filesystem;
+    const bool is_path = options.plugin.find('/') != std::string::npos || options.plugin.ends_with(".so");
+    if (is_path) options.plugin = fs::absolute(options.plugin).string();
+    if (!options.config.empty()) options.config = fs::absolute(options.config).string();
+    return options;
+}
+
+}  // namespace
+
+int validate_plugin(const ValidateOptions& given, std::ostream& out) {
+    namespace fs = std::filesystem;
+    const ValidateOptions options = with_absolute_paths(given);
+    fs::path workdir = fs::temp_directory_path() / fmt::format("trainhost-validate-{}", ::getpid());
+    fs::create_directories(workdir);
+    struct Cleanup {
+        fs::path dir;
+        ~Cleanup() {
+            std::error_code ignored;
+            fs::remove_all(dir, ignored);
+        }
+    } cleanup{workdir};
+    out << fmt::format("validating {} at strictness {} (seed {}, {} round{})\n", options.plugin, options.strictness,
+                       options.seed, options.repeat, options.repeat == 1 ? "" : "s");
+    std::vector<Outcome> outcomes;
+    for (std::uint32_t round = 0; round < options.repeat; ++round) {
+        std::map<std::string, std::string> status;  // this round's, by test
+        for (const ConformanceTestInfo& test : conformance_tests()) {
+            if (test.level > options.strictness) continue;
+            const bool blocked = !test.requires_test.empty() && status[test.requires_test] != "PASS";
+            Outcome outcome = blocked ? Outcome{test.name, "SKIP", "not run: needs " + test.requires_test + " to pass", 0}
+                                      : run_child(test, options, options.seed + round, workdir);
+            status[test.name] = outcome.status;
+            out << fmt::format("  {}  {:<24} {}\n", outcome.status, test.name,
+                               outcome.status == "PASS" ? test.checks : outcome.message)
+                << std::flush;
+            outcome.test = options.repeat == 1 ? test.name : fmt::format("{}#{}", test.name, round + 1);
+            outcomes.push_back(std::move(outcome));
+        }
+    }
+    std::size_t passed = 0, failed = 0, skipped = 0;
+    for (const auto& o : outcomes) {
+        passed += o.status == "PASS";
+        failed += o.status == "FAIL";
+        skipped += o.status == "SKIP";
+    }
+    out << fmt::format("validate: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
+    if (!options.junit.empty()) write_junit(options.junit, options, outcomes);
+    return failed == 0 ? 0 : 1;
+}
+
+}  // namespace trainhost::validate

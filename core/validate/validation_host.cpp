@@ -1,0 +1,111 @@
+#include "validate/validation_host.hpp"
+
+#include "plugin/plugin_options.hpp"
+
+namespace trainhost::validate {
+
+ValidationHost::ValidationHost() {
+    ledger_ = std::make_unique<resources::Ledger>(std::vector<device::Device*>{&cpu_});
+    config::ModelSpec spec{{{"dense", 4, 0}, {"tanh", 0, 0}, {"dense", 3, 0}}, "mse"};
+    model_ = std::make_unique<nn::Model>(spec, 5, 3, nn::LayerContext{cpu_.backend(), *ledger_, 4, 0}, 1);
+    state_.struct_size = sizeof state_;
+    state_.max_epochs = 1;
+    state_.batch_size = 4;
+    state_.device = "cpu:0";
+}
+
+ValidationHost::~ValidationHost() = default;
+
+std::unique_ptr<plugin::PluginInstance> ValidationHost::create(const std::shared_ptr<plugin::PluginLibrary>& library,
+                                                               const toml::table* options) {
+    auto values = plugin::validate_options(library->entry(), options, "<validate>");
+    const auto owner = ledger_->register_owner(std::string(library->name()));
+    auto instance = std::make_unique<plugin::PluginInstance>(library, *this, owner, std::move(values));
+    ledger_->set_position(resources::Phase::create, {});
+    instance->create();
+    ledger_->set_position(resources::Phase::core, {});
+    return instance;
+}
+
+std::string ValidationHost::run_hook(plugin::PluginInstance& instance, th_hook hook) {
+    state_.phase = hook;
+    ledger_->set_position(static_cast<resources::Phase>(hook), {state_.fit_index, state_.epoch, state_.global_step});
+    plugin::HookOutcome outcome = instance.call(hook);
+    ledger_->set_position(resources::Phase::core, {});
+    if (!outcome.failed()) return {};
+    return std::string(resources::hook_name(hook)) + ": " + outcome.message;
+}
+
+std::string ValidationHost::run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
+                                    const std::map<std::string, double>& epoch_metrics) {
+    state_.max_epochs = epochs;
+    std::string failure;
+    auto hook = [&](th_hook h) {
+        if (failure.empty()) failure = run_hook(instance, h);
+        return failure.empty();
+    };
+    if (hook(TH_HOOK_SETUP) && hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START)) {
+        for (std::uint32_t e = 0; e < epochs && failure.empty(); ++e) {
+            state_.epoch = e;
+            state_.batches_in_epoch = batches;
+            hook(TH_HOOK_EPOCH_START);
+            for (std::uint32_t b = 0; b < batches && failure.empty(); ++b) {
+                state_.batch_index = b;
+                state_.batch_samples = 4;
+                state_.samples_seen = 4 * (b + 1);
+                for (th_hook h : {TH_HOOK_BATCH_START, TH_HOOK_BEFORE_BACKWARD, TH_HOOK_AFTER_BACKWARD,
+                                  TH_HOOK_BEFORE_OPTIMIZER_STEP, TH_HOOK_AFTER_OPTIMIZER_STEP, TH_HOOK_BATCH_END})
+                    hook(h);
+                ++state_.global_step;
+            }
+            for (const auto& [key, value] : epoch_metrics) metrics_[key] = value;
+            for (th_hook h : {TH_HOOK_VALIDATION_START, TH_HOOK_VAL_BATCH_START, TH_HOOK_VAL_BATCH_END,
+                              TH_HOOK_VALIDATION_END, TH_HOOK_EPOCH_END})
+                hook(h);
+        }
+        hook(TH_HOOK_FIT_END);
+    }
+    if (!failure.empty()) (void)run_hook(instance, TH_HOOK_EXCEPTION);
+    std::string teardown = run_hook(instance, TH_HOOK_TEARDOWN);
+    return failure.empty() ? teardown : failure;
+}
+
+std::vector<resources::Leak> ValidationHost::destroy(std::unique_ptr<plugin::PluginInstance> instance) {
+    const auto owner = instance->owner();
+    ledger_->set_position(resources::Phase::destroy, {});
+    instance->destroy();
+    ledger_->set_position(resources::Phase::core, {});
+    return ledger_->end_owner(owner, TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::fail);
+}
+
+std::vector<unsigned char> ValidationHost::save_state(plugin::PluginInstance& instance, std::string& failure) {
+    state_bytes_.clear();
+    plugin::HookOutcome outcome = instance.save_state();
+    if (outcome.failed()) failure = outcome.message;
+    return state_bytes_;
+}
+
+std::optional<double> ValidationHost::metric(std::string_view key) const {
+    auto found = metrics_.find(key);
+    if (found == metrics_.end()) return std::nullopt;
+    return found->second;
+}
+
+plugin::ParamAccess ValidationHost::param(std::size_t index) {
+    const nn::Parameter& p = *model_->parameters().at(index);
+    return plugin::ParamAccess{p.id,           &p.name, {p.value.shape().begin(), p.value.shape().end()},
+                               p.value.numel(), p.value.data(), p.value.buffer().storage_id(), 0};
+}
+
+std::pair<const std::string*, double> ValidationHost::metric_at(std::size_t index) const {
+    auto it = metrics_.begin();
+    std::advance(it, static_cast<std::ptrdiff_t>(index));
+    return {&it->first, it->second};
+}
+
+void ValidationHost::state_write(resources::OwnerId, const void* bytes, std::uint64_t size) {
+    const auto* p = static_cast<const unsigned char*>(bytes);
+    state_bytes_.insert(state_bytes_.end(), p, p + size);
+}
+
+}  // namespace trainhost::validate

@@ -1,0 +1,65 @@
+// A host for conformance tests that drives a plugin's hooks directly, with the
+// state and metrics a test chooses (NaN and infinities included), over a real
+// ledger and a small real model, so that every host call works as in training.
+#pragma once
+
+#include "device/cpu/cpu_device.hpp"
+#include "nn/model.hpp"
+#include "plugin/host_services.hpp"
+#include "plugin/plugin_instance.hpp"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace trainhost::validate {
+
+class ValidationHost final : public plugin::HostServices {
+public:
+    ValidationHost();
+    ~ValidationHost() override;
+
+    // A created instance of `library` under a fresh owner; throws PluginLoadError.
+    [[nodiscard]] std::unique_ptr<plugin::PluginInstance> create(const std::shared_ptr<plugin::PluginLibrary>& library,
+                                                                 const toml::table* options);
+    // Runs one hook with the phase set as the core would; returns the failure text, if any.
+    [[nodiscard]] std::string run_hook(plugin::PluginInstance& instance, th_hook hook);
+    // setup .. teardown for `epochs` epochs of `batches` batches, with the metrics
+    // set before each epoch end; stops at the first failure and returns its text.
+    [[nodiscard]] std::string run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
+                                      const std::map<std::string, double>& epoch_metrics);
+    // Destroys the instance and returns what the ledger found it still held.
+    [[nodiscard]] std::vector<resources::Leak> destroy(std::unique_ptr<plugin::PluginInstance> instance);
+
+    [[nodiscard]] std::vector<unsigned char> save_state(plugin::PluginInstance& instance, std::string& failure);
+
+    // HostServices
+    [[nodiscard]] resources::Ledger& ledger() override { return *ledger_; }
+    [[nodiscard]] th_train_state train_state() const override { return state_; }
+    [[nodiscard]] std::optional<double> metric(std::string_view key) const override;
+    void set_metric(std::string_view key, double value) override { metrics_[std::string(key)] = value; }
+    void request_stop(resources::OwnerId, std::string_view) override { stop_requested_ = true; }
+    void log(resources::OwnerId, th_log_level, std::string_view) override {}
+    [[nodiscard]] std::size_t param_count() const override { return model_->parameters().size(); }
+    [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
+    [[nodiscard]] device::DeviceIndex model_device() const override { return 0; }
+    void request_move(resources::OwnerId, std::string_view) override {}
+    [[nodiscard]] device::Backend& model_backend() override { return cpu_.backend(); }
+    [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
+    [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
+    void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
+    void save_checkpoint(resources::OwnerId, std::string_view, bool) override {}
+
+private:
+    device::CpuDevice cpu_{0};
+    std::unique_ptr<resources::Ledger> ledger_;
+    std::unique_ptr<nn::Model> model_;
+    th_train_state state_{};
+    std::map<std::string, double, std::less<>> metrics_;
+    std::vector<unsigned char> state_bytes_;
+    bool stop_requested_ = false;
+    std::uint32_t next_owner_ = 0;
+};
+
+}  // namespace trainhost::validate

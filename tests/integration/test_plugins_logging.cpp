@@ -1,0 +1,251 @@
+// The logging plugins end to end: metrics_logger's CSV and JSON Lines files (rows,
+// header, values, crash safety) and memory_monitor's per-epoch table, metrics and
+// growth warning. Both must leave the ledger clean.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
+std::vector<std::string> split(const std::string& line) {
+    std::vector<std::string> fields(1);
+    for (char c : line) {
+        if (c == ',') fields.emplace_back();
+        else fields.back() += c;
+    }
+    return fields;
+}
+
+// A CSV file as a header plus rows of name -> cell; every row must have the header's width.
+struct Csv {
+    std::vector<std::string> header;
+    std::vector<std::map<std::string, std::string>> rows;
+    std::size_t header_lines = 0;
+};
+
+Csv read_csv(const std::filesystem::path& file) {
+    Csv csv;
+    const auto lines = lines_of(test_support::read_file(file));
+    REQUIRE(!lines.empty());
+    csv.header = split(lines[0]);
+    for (std::size_t i = 0; i < lines.size(); ++i) {
+        if (lines[i].starts_with("kind,")) ++csv.header_lines;
+        if (i == 0) continue;
+        const auto cells = split(lines[i]);
+        REQUIRE(cells.size() == csv.header.size());
+        std::map<std::string, std::string> row;
+        for (std::size_t c = 0; c < cells.size(); ++c) row[csv.header[c]] = cells[c];
+        csv.rows.push_back(std::move(row));
+    }
+    return csv;
+}
+
+std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file) {
+    std::vector<nlohmann::json> rows;
+    for (const auto& line : lines_of(test_support::read_file(file))) rows.push_back(nlohmann::json::parse(line));
+    return rows;
+}
+
+std::string logger_table(const std::filesystem::path& dir, const std::string& extra = "") {
+    return "\n[plugins.metrics_logger]\ndir = \"" + dir.string() + "\"\n" + extra;
+}
+
+std::vector<std::string> kinds(const Csv& csv) {
+    std::vector<std::string> out;
+    for (const auto& row : csv.rows) out.push_back(row.at("kind"));
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("metrics_logger writes every step and epoch row to CSV and JSON Lines", "[plugins][metrics_logger]") {
+    TempDir dir;
+    const auto logs = dir.path() / "logs";
+    auto config = dir.write("run.toml", tiny_config(2, logger_table(logs)));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger", "--report",
+                              (dir.path() / "report.json").string()});
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    const auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "report.json"));
+    const auto& final_metrics = report["fits"][0]["final_metrics"];
+
+    const Csv csv = read_csv(logs / "metrics.csv");
+    CHECK(csv.header_lines == 1);
+    REQUIRE(csv.header.size() >= 6);
+    CHECK(std::vector<std::string>(csv.header.begin(), csv.header.begin() + 4) ==
+          std::vector<std::string>{"kind", "fit", "epoch", "step"});
+    CHECK(std::find(csv.header.begin(), csv.header.end(), "train_loss") != csv.header.end());
+    CHECK(std::find(csv.header.begin(), csv.header.end(), "val_loss") != csv.header.end());
+    // 2 training batches per epoch: two step rows, then the epoch row.
+    CHECK(kinds(csv) == std::vector<std::string>{"step", "step", "epoch", "step", "step", "epoch"});
+    std::vector<std::string> steps, epochs;
+    for (const auto& row : csv.rows) {
+        steps.push_back(row.at("step"));
+        epochs.push_back(row.at("epoch"));
+        CHECK(row.at("fit") == "0");
+        CHECK_NOTHROW(std::stod(row.at("train_loss")));
+    }
+    CHECK(steps == std::vector<std::string>{"1", "2", "2", "3", "4", "4"});
+    CHECK(epochs == std::vector<std::string>{"0", "0", "0", "1", "1", "1"});
+    CHECK(csv.rows[0].at("val_loss").empty());  // no validation has run yet: an empty cell
+    const auto& last = csv.rows.back();
+    CHECK(std::stod(last.at("train_loss")) == final_metrics["train_loss"].get<double>());
+    CHECK(std::stod(last.at("val_loss")) == final_metrics["val_loss"].get<double>());
+
+    const auto jsonl = read_jsonl(logs / "metrics.jsonl");
+    REQUIRE(jsonl.size() == 6);
+    CHECK(jsonl[0]["kind"] == "step");
+    CHECK(jsonl[0]["step"] == 1);
+    CHECK(!jsonl[0].contains("val_loss"));
+    CHECK(jsonl[2]["kind"] == "epoch");
+    CHECK(jsonl[5]["kind"] == "epoch");
+    CHECK(jsonl[5]["epoch"] == 1);
+    CHECK(jsonl[5]["train_loss"].get<double>() == final_metrics["train_loss"].get<double>());
+    CHECK(jsonl[5]["val_loss"].get<double>() == final_metrics["val_loss"].get<double>());
+}
+
+TEST_CASE("metrics_logger: every_n_steps = 0 gives epoch rows only; format picks the files", "[plugins][metrics_logger]") {
+    TempDir dir;
+    SECTION("both formats") {
+        auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path(), "every_n_steps = 0\n")));
+        auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+        REQUIRE(run.exit_code == 0);
+        CHECK(kinds(read_csv(dir.path() / "metrics.csv")) == std::vector<std::string>{"epoch", "epoch"});
+        CHECK(read_jsonl(dir.path() / "metrics.jsonl").size() == 2);
+    }
+    SECTION("jsonl only, with a prefix") {
+        auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path(), "every_n_steps = 0\n"
+                                                                                    "format = \"jsonl\"\n"
+                                                                                    "prefix = \"run1\"\n")));
+        auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+        REQUIRE(run.exit_code == 0);
+        CHECK(read_jsonl(dir.path() / "run1.jsonl").size() == 2);
+        CHECK(!std::filesystem::exists(dir.path() / "run1.csv"));
+    }
+    SECTION("every second step") {
+        auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path(), "every_n_steps = 2\n")));
+        auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+        REQUIRE(run.exit_code == 0);
+        const Csv csv = read_csv(dir.path() / "metrics.csv");
+        CHECK(kinds(csv) == std::vector<std::string>{"step", "epoch", "step", "epoch"});
+        CHECK(csv.rows[2].at("step") == "4");
+    }
+}
+
+TEST_CASE("metrics_logger: repeated fits share one file, told apart by the fit column", "[plugins][metrics_logger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, logger_table(dir.path())));
+    auto run = run_trainhost({"--config", config.string(), "--repeat", "2", "--plugins=metrics_logger"});
+    REQUIRE(run.exit_code == 0);
+    const Csv csv = read_csv(dir.path() / "metrics.csv");
+    CHECK(csv.header_lines == 1);
+    std::vector<std::string> fits;
+    for (const auto& row : csv.rows) fits.push_back(row.at("fit"));
+    CHECK(fits == std::vector<std::string>{"0", "0", "0", "1", "1", "1"});
+    CHECK(read_jsonl(dir.path() / "metrics.jsonl").size() == 6);
+}
+
+TEST_CASE("metrics_logger: a directory that cannot be created fails the fit, naming it", "[plugins][metrics_logger]") {
+    TempDir dir;
+    const auto blocker = dir.write("not_a_dir", "a regular file");
+    auto config = dir.write("run.toml", tiny_config(1, logger_table(blocker / "logs")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("plugin 'metrics_logger' failed in fit_start") &&
+                            Contains((blocker / "logs").string()));
+}
+
+TEST_CASE("metrics_logger: rows already logged survive a later plugin's failure", "[plugins][metrics_logger]") {
+    for (const char* hook : {"batch_end", "epoch_end"}) {
+        DYNAMIC_SECTION(hook) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path()) + "[plugins.test_thrower]\nhook = \"" +
+                                                                   hook + "\"\nhow = \"throw\"\n"));
+            auto run = run_trainhost({"--config", config.string(),
+                                      "--plugins=metrics_logger," + test_plugin("test_thrower")});
+            CHECK(run.exit_code == 4);
+            CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + std::string(hook)));
+            const auto expected = std::string(hook) == "batch_end" ? std::vector<std::string>{"step"}
+                                                                   : std::vector<std::string>{"step", "step", "epoch"};
+            CHECK(kinds(read_csv(dir.path() / "metrics.csv")) == expected);
+            CHECK(read_jsonl(dir.path() / "metrics.jsonl").size() == expected.size());
+        }
+    }
+}
+
+TEST_CASE("memory_monitor prints memory by owner per epoch and sets memory metrics", "[plugins][memory_monitor]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path())));
+    // metrics_logger first on the command line: memory_monitor's declared writes still
+    // put it first, so the epoch rows carry its metrics.
+    auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger,memory_monitor", "--report",
+                              (dir.path() / "report.json").string()});
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    CHECK_THAT(run.out, Contains("memory after epoch 1/2: ") && Contains("memory after epoch 2/2: ") &&
+                            Contains("\n  core ") && Contains(" in use ") && Contains(" peak "));
+    CHECK(run.err.find("memory_monitor") == std::string::npos);  // a clean run: no warning
+    const auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "report.json"));
+    for (const auto& epoch : report["fits"][0]["epochs"]) {
+        CHECK(epoch["metrics"]["memory_in_use_bytes"].get<double>() > 0);
+        CHECK(epoch["metrics"]["memory_reserved_bytes"].get<double>() >= epoch["metrics"]["memory_in_use_bytes"].get<double>());
+    }
+    const Csv csv = read_csv(dir.path() / "metrics.csv");
+    CHECK(!csv.rows.at(2).at("memory_in_use_bytes").empty());  // the first epoch row
+}
+
+TEST_CASE("memory_monitor warns when an owner's memory grows between epochs", "[plugins][memory_monitor]") {
+    TempDir dir;
+    SECTION("a pool that only grows is named") {
+        auto config = dir.write("run.toml", tiny_config(3, "\n[resources]\non_violation = \"warn\"\n"));
+        auto run = run_trainhost({"--config", config.string(),
+                                  "--plugins=memory_monitor," + test_plugin("test_growing_pool")});
+        CHECK(run.exit_code == 0);  // warn: the run goes on
+        CHECK_THAT(run.err, Contains("warning: [memory_monitor] test_growing_pool holds 131072 bytes more at the end of "
+                                     "epoch 2 than at the end of epoch 1") &&
+                                Contains("warning: [memory_monitor] test_growing_pool holds 131072 bytes more at the end "
+                                         "of epoch 3 than at the end of epoch 2") &&
+                                Contains("nothing in its scopes explains it"));
+        CHECK(run.err.find("[memory_monitor] core") == std::string::npos);
+    }
+    SECTION("epoch-scoped memory made lazily each epoch is not growth") {
+        auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nper_epoch = true\n"));
+        auto run = run_trainhost({"--config", config.string(),
+                                  "--plugins=memory_monitor," + test_plugin("test_growing_pool")});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        CHECK(run.err.find("memory_monitor") == std::string::npos);
+    }
+    SECTION("growth within the tolerance is not warned about") {
+        auto config = dir.write("run.toml", tiny_config(2, "\n[resources]\non_violation = \"warn\"\n"
+                                                           "[plugins.memory_monitor]\ngrowth_tolerance_bytes = 131072\n"
+                                                           "log = false\n"));
+        auto run = run_trainhost({"--config", config.string(),
+                                  "--plugins=memory_monitor," + test_plugin("test_growing_pool")});
+        CHECK(run.exit_code == 0);
+        CHECK(run.err.find("[memory_monitor]") == std::string::npos);
+        CHECK(run.out.find("memory after epoch") == std::string::npos);
+    }
+}

@@ -1,0 +1,126 @@
+// The SDK as third parties get it: `cmake --install` to a fresh prefix, the example in
+// examples/third_party_plugin/ built against that prefix with find_package(trainhost),
+// and the installed trainhost training with it and with its own installed plugins.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <sys/wait.h>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::read_file;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string quote(const std::string& argument) {
+    std::string quoted = "'";
+    for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
+// Runs `arguments` through the shell with TRAINHOST_PLUGIN_PATH set to `plugin_path`
+// (unset when empty), so nothing from the test's environment changes the search path.
+test_support::RunResult run(const std::vector<std::string>& arguments, const std::string& plugin_path = "") {
+    TempDir dir;
+    std::string command = plugin_path.empty() ? "env -u TRAINHOST_PLUGIN_PATH"
+                                              : "env TRAINHOST_PLUGIN_PATH=" + quote(plugin_path);
+    for (const std::string& argument : arguments) command += " " + quote(argument);
+    command += " >" + quote((dir.path() / "out").string()) + " 2>" + quote((dir.path() / "err").string()) + " </dev/null";
+    const int status = std::system(command.c_str());
+    test_support::RunResult result;
+    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.out = read_file(dir.path() / "out");
+    result.err = read_file(dir.path() / "err");
+    return result;
+}
+
+}  // namespace
+
+TEST_CASE("an installed trainhost builds and runs a third-party plugin, and finds its own plugins", "[sdk][install]") {
+    if (std::system("command -v cmake >/dev/null 2>&1") != 0) {
+        WARN("cmake is not on PATH: the SDK package test is skipped");
+        return;
+    }
+    TempDir dir;
+    // Not the prefix the build was configured with: the install must be relocatable.
+    const fs::path prefix = fs::canonical(dir.path()) / "prefix";
+    const fs::path libdir = prefix / TRAINHOST_INSTALL_LIBDIR;
+    const fs::path plugin_dir = libdir / "trainhost" / "plugins";
+
+    {
+        auto install = run({"cmake", "--install", TRAINHOST_BUILD_DIR, "--prefix", prefix.string()});
+        INFO(install.out << install.err);
+        REQUIRE(install.exit_code == 0);
+    }
+    for (const fs::path& file :
+         {prefix / "bin" / "trainhost", prefix / "include" / "trainhost" / "abi.h",
+          prefix / "include" / "trainhost" / "sdk.hpp", libdir / "cmake" / "trainhost" / "trainhostConfig.cmake",
+          libdir / "cmake" / "trainhost" / "trainhostConfigVersion.cmake",
+          libdir / "cmake" / "trainhost" / "trainhost_add_plugin.cmake", plugin_dir / "progress.so",
+          plugin_dir / "early_stopping.so"}) {
+        INFO(file.string());
+        CHECK(fs::is_regular_file(file));
+    }
+
+    // The example, configured and built against the installed package alone.
+    const fs::path example = dir.path() / "ex";
+    {
+        auto configure = run({"cmake", "-S", std::string(TRAINHOST_SOURCE_DIR) + "/examples/third_party_plugin", "-B",
+                              example.string(), "-G", TRAINHOST_CMAKE_GENERATOR,
+                              "-DCMAKE_PREFIX_PATH=" + prefix.string(), "-DCMAKE_FIND_PACKAGE_NO_PACKAGE_REGISTRY=ON"});
+        INFO(configure.out << configure.err);
+        REQUIRE(configure.exit_code == 0);
+        CHECK_THAT(configure.out,
+                   Contains("plugin ABI " + std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR)));
+        auto build = run({"cmake", "--build", example.string()});
+        INFO(build.out << build.err);
+        REQUIRE(build.exit_code == 0);
+    }
+    const fs::path plugin = example / "param_norm.so";
+    REQUIRE(fs::is_regular_file(plugin));
+
+    const fs::path trainhost = prefix / "bin" / "trainhost";
+    {  // training with the third-party plugin by path and a built-in one by name
+        auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.param_norm]\nevery_n_epochs = 2\n")).string();
+        const fs::path report = dir.path() / "report.json";
+        auto train = run({trainhost.string(), "--config", config, "--plugins=" + plugin.string() + ",early_stopping",
+                          "--report", report.string()});
+        INFO(train.out << train.err);
+        CHECK(train.exit_code == 0);
+        CHECK_THAT(train.out, Contains("param_norm: epoch 2: dense0.weight=") && Contains(" total="));
+        CHECK_THAT(train.last_line(), StartsWith("resources: clean"));
+        auto json = nlohmann::json::parse(read_file(report));
+        const auto& epochs = json["fits"][0]["epochs"];
+        REQUIRE(epochs.size() == 3);
+        CHECK_FALSE(epochs[0]["metrics"].contains("param_norm.total"));  // every_n_epochs = 2
+        for (int epoch : {1, 2}) {                                      // the 2nd, and the last
+            CHECK(epochs[epoch]["metrics"]["param_norm.total"].get<double>() > 0);
+            CHECK(epochs[epoch]["metrics"]["param_norm.dense0.weight"].get<double>() > 0);
+            CHECK(epochs[epoch]["metrics"]["param_norm.dense1.bias"].get<double>() > 0);
+        }
+        CHECK(json["violations"].empty());
+        CHECK(json["exit_code"] == 0);
+    }
+    {  // the installed trainhost takes built-in plugins from its own prefix, not the build tree
+        auto inspect = run({trainhost.string(), "inspect", "early_stopping"});
+        CHECK(inspect.exit_code == 0);
+        CHECK_THAT(inspect.out, Contains("file:        " + (plugin_dir / "early_stopping.so").string()));
+        auto list = run({trainhost.string(), "list-plugins"});
+        CHECK(list.exit_code == 0);
+        CHECK_THAT(list.out, StartsWith(plugin_dir.string() + ":") && Contains("progress"));
+        CHECK_THAT(list.out, !Contains(std::string(TRAINHOST_BUILD_DIR) + "/plugins"));
+    }
+    {  // TRAINHOST_PLUGIN_PATH finds the third-party plugin by name
+        auto inspect = run({trainhost.string(), "inspect", "param_norm"}, example.string());
+        CHECK(inspect.exit_code == 0);
+        CHECK_THAT(inspect.out, Contains("file:        " + plugin.string()));
+        CHECK_THAT(inspect.out, Contains("every_n_epochs") && Contains("warn_above"));
+    }
+}

@@ -1,0 +1,110 @@
+// trainhost validate: every built-in plugin passes at the highest strictness, and
+// each misbehaving plugin fails exactly the test named for its fault.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <set>
+#include <sstream>
+
+using Catch::Matchers::Contains;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+
+namespace {
+
+std::set<std::string> failed_tests(const std::string& out) {
+    std::set<std::string> failed;
+    std::stringstream lines(out);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("  FAIL  ", 0) != 0) continue;
+        std::stringstream words(line.substr(8));
+        std::string name;
+        words >> name;
+        failed.insert(name);
+    }
+    return failed;
+}
+
+}  // namespace
+
+TEST_CASE("every built-in plugin passes the conformance suite at strictness 10", "[validate]") {
+    for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger", "memory_monitor"}) {
+        DYNAMIC_SECTION(plugin) {
+            auto run = run_trainhost({"validate", plugin, "--strictness", "10"});
+            INFO(run.out << run.err);
+            CHECK(run.exit_code == 0);
+            CHECK(failed_tests(run.out).empty());
+            CHECK_THAT(run.out, Contains(", 0 failed"));
+        }
+    }
+}
+
+TEST_CASE("each misbehaving plugin fails the test named for its fault", "[validate]") {
+    struct Case {
+        std::string plugin;
+        std::string options;  // its [plugins.<name>] table, if any
+        std::set<std::string> fails;
+    };
+    const std::vector<Case> cases = {
+        {"not_a_plugin", "", {"metadata"}},
+        {"test_abi_mismatch", "", {"metadata"}},
+        {"test_refuser", "", {"create_destroy"}},
+        {"test_thrower", "", {"lifecycle"}},
+        {"test_leaky", "", {"ledger_clean"}},
+        {"test_leaky", "double_free = true", {"handles_used_correctly"}},
+        {"test_misuser", "", {"host_calls_in_phase"}},
+        {"test_misuser", "misuse = \"size_mismatch\"", {"handles_used_correctly"}},
+        {"test_stale_state", "", {"device_move"}},
+        {"test_growing_pool", "", {"ledger_clean"}},
+        {"test_teardown_leftover", "", {"ledger_clean"}},
+        {"test_pruning_copies", "", {"ledger_clean"}},
+        {"test_resource_user", "", {}},
+        {"test_recorder", "", {}},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.plugin << " " << c.options) {
+            TempDir dir;
+            std::vector<std::string> args = {"validate", test_plugin(c.plugin), "--strictness", "10"};
+            if (!c.options.empty()) {
+                const std::string name = c.plugin;
+                args.push_back("--config");
+                args.push_back(dir.write("options.toml", "[plugins." + name + "]\n" + c.options + "\n").string());
+            }
+            auto run = run_trainhost(args);
+            INFO(run.out << run.err);
+            CHECK(run.exit_code == (c.fails.empty() ? 0 : 1));
+            CHECK(failed_tests(run.out) == c.fails);
+        }
+    }
+}
+
+TEST_CASE("a plugin that crashes or hangs fails that test, and validate goes on", "[validate]") {
+    TempDir dir;
+    auto crash = dir.write("crash.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"crash\"\n");
+    auto run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--config", crash.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("crashed with signal 6"));
+    auto hang = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"hang\"\n");
+    run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "2", "--config",
+                         hang.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("hung: killed after 2 s"));
+}
+
+TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
+    TempDir dir;
+    auto junit = dir.path() / "report.xml";
+    auto run = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--junit", junit.string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("validate: 2 passed, 0 failed, 0 skipped"));
+    const std::string xml = test_support::read_file(junit);
+    CHECK_THAT(xml, Contains("<testsuite name=\"trainhost.validate\" tests=\"2\" failures=\"0\"") &&
+                        Contains("name=\"metadata\"") && Contains("name=\"abi_handshake\""));
+    auto leaky = run_trainhost({"validate", test_plugin("test_leaky"), "--junit", junit.string()});
+    CHECK(leaky.exit_code == 1);
+    CHECK_THAT(test_support::read_file(junit), Contains("<failure message=\"leak: plugin=test_leaky"));
+    auto missing = run_trainhost({"validate", "no_such_plugin"});
+    CHECK(missing.exit_code == 1);
+    CHECK_THAT(missing.out, Contains("FAIL  metadata") && Contains("plugin 'no_such_plugin' not found"));
+}
