@@ -91,7 +91,7 @@ void autoencoder_step(benchmark::State& state) {
     constexpr std::size_t rows = 32, width = 3072;
     config::ModelSpec spec{{{"dense", 2048, 0}, {"relu", 0, 0}, {"dense", 6, 0}, {"relu", 0, 0}, {"dense", width, 0}},
                            "bce_with_logits"};
-    nn::Model model(spec, width, width, nn::LayerContext{cpu.backend(), ledger, rows, 0}, 1);
+    nn::Model model(spec, {width}, width, nn::LayerContext{cpu.backend(), ledger, rows, 0}, 1);
     config::OptimizerSpec adam;
     adam.lr = 3e-4;
     nn::Optimizer optimizer(adam, cpu.backend(), ledger);

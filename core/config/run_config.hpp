@@ -14,9 +14,12 @@
 namespace trainhost::config {
 
 struct LayerSpec {
-    std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout
-    std::size_t units = 0;  // dense
+    std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout, conv2d, max_pool2d
+    std::size_t units = 0;  // dense; conv2d: output channels
     double rate = 0;        // dropout
+    std::size_t kernel = 0;  // conv2d, max_pool2d
+    std::size_t stride = 1;  // conv2d; max_pool2d defaults to its kernel
+    std::size_t padding = 0;  // conv2d
 };
 
 struct ModelSpec {

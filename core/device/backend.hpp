@@ -3,6 +3,7 @@
 // optimizers are written once against this interface.
 #pragma once
 
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/optimizers.hpp"
 
 #include <cstddef>
@@ -16,6 +17,8 @@ enum class LossKind { cross_entropy, bce_with_logits, mse };
 
 using SgdHyper = kernels::cpu::SgdHyper;
 using AdamHyper = kernels::cpu::AdamHyper;
+using ConvShape = kernels::cpu::ConvShape;
+using PoolShape = kernels::cpu::PoolShape;
 
 class Backend {
 public:
@@ -44,6 +47,15 @@ public:
                            const AdamHyper& hyper, std::int64_t step) = 0;
     virtual void fill(float* y, std::size_t n, float value) = 0;
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
+
+    // NCHW convolution and max pooling. `workspace` holds conv_workspace(s) floats.
+    [[nodiscard]] virtual std::size_t conv_workspace(const ConvShape& s) const = 0;
+    virtual void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
+                                float* workspace) = 0;
+    virtual void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
+                                 float* dweight, float* dbias, float* dx, float* workspace) = 0;
+    virtual void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) = 0;
+    virtual void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) = 0;
 
     // Pruning support: x *= mask; mask = 0 where |x| <= threshold (others kept);
     // the k-th smallest |x| (1-based) over the entries each span's mask keeps.

@@ -315,7 +315,7 @@ void Session::build_fit() {
     fit.loss = nn::loss_kind(config.model.loss);
     if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
         throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
-    fit.model = std::make_unique<nn::Model>(config.model, train_.feature_width(), output_width, context, config.seed);
+    fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width, context, config.seed);
     fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
     if (train_.classes > 0)
         fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels", model_device_);

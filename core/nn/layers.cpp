@@ -92,4 +92,76 @@ void Dropout::backward(const float*, const float*, const float* dy, float* dx, s
     backend_->dropout_backward(dy, keep_.as<std::uint8_t>(), dx, rows * width_, rate_);
 }
 
+Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name,
+               data::Rng& rng)
+    : Layer(context.backend), shape_(shape) {
+    const auto fan_in = static_cast<std::size_t>(shape.channels) * shape.kernel * shape.kernel;
+    const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
+    const std::vector<std::size_t> weight_shape = {static_cast<std::size_t>(shape.filters),
+                                                   static_cast<std::size_t>(shape.channels),
+                                                   static_cast<std::size_t>(shape.kernel),
+                                                   static_cast<std::size_t>(shape.kernel)};
+    const std::vector<std::size_t> bias_shape = {static_cast<std::size_t>(shape.filters)};
+    params_.push_back(Parameter{first_id, name + ".weight", uniform_tensor(context, weight_shape, bound, rng, name + ".weight"),
+                                Tensor(context.ledger, weight_shape, TH_SCOPE_FIT, name + ".weight.grad", context.device)});
+    params_.push_back(Parameter{first_id + 1, name + ".bias", uniform_tensor(context, bias_shape, bound, rng, name + ".bias"),
+                                Tensor(context.ledger, bias_shape, TH_SCOPE_FIT, name + ".bias.grad", context.device)});
+    workspace_ = Tensor(context.ledger, {context.backend.conv_workspace(shape)}, TH_SCOPE_FIT, name + ".workspace",
+                        context.device);
+}
+
+std::size_t Conv2d::output_width() const noexcept {
+    return static_cast<std::size_t>(shape_.filters) * shape_.out_height() * shape_.out_width();
+}
+
+device::ConvShape Conv2d::with_rows(std::size_t rows) const noexcept {
+    device::ConvShape s = shape_;
+    s.batch = static_cast<int>(rows);
+    return s;
+}
+
+void Conv2d::forward(const float* x, float* y, std::size_t rows, bool) {
+    backend_->conv2d_forward(with_rows(rows), x, params_[0].value.data(), params_[1].value.data(), y, workspace_.data());
+}
+
+void Conv2d::backward(const float* x, const float*, const float* dy, float* dx, std::size_t rows) {
+    backend_->conv2d_backward(with_rows(rows), x, params_[0].value.data(), dy, params_[0].grad.data(),
+                              params_[1].grad.data(), dx, workspace_.data());
+}
+
+void Conv2d::move_to(device::DeviceIndex target, device::Backend& backend) {
+    workspace_.move_to(target);
+    Layer::move_to(target, backend);
+}
+
+MaxPool2d::MaxPool2d(LayerContext context, device::PoolShape shape)
+    : Layer(context.backend), shape_(shape),
+      argmax_(context.ledger,
+              context.max_rows * static_cast<std::size_t>(shape.channels) * shape.out_height() * shape.out_width() *
+                  sizeof(std::int32_t),
+              TH_SCOPE_FIT, "max_pool2d.argmax", context.device) {}
+
+std::size_t MaxPool2d::output_width() const noexcept {
+    return static_cast<std::size_t>(shape_.channels) * shape_.out_height() * shape_.out_width();
+}
+
+device::PoolShape MaxPool2d::with_rows(std::size_t rows) const noexcept {
+    device::PoolShape s = shape_;
+    s.batch = static_cast<int>(rows);
+    return s;
+}
+
+void MaxPool2d::forward(const float* x, float* y, std::size_t rows, bool) {
+    backend_->max_pool2d_forward(with_rows(rows), x, y, argmax_.as<std::int32_t>());
+}
+
+void MaxPool2d::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
+    if (dx != nullptr) backend_->max_pool2d_backward(with_rows(rows), dy, argmax_.as<std::int32_t>(), dx);
+}
+
+void MaxPool2d::move_to(device::DeviceIndex target, device::Backend& backend) {
+    argmax_.move_to(target);
+    Layer::move_to(target, backend);
+}
+
 }  // namespace trainhost::nn

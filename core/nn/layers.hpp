@@ -114,4 +114,35 @@ private:
     std::vector<std::uint8_t> host_keep_;
 };
 
+// torch.nn.Conv2d over NCHW samples, weight [K, C, k, k], initialised as PyTorch does.
+class Conv2d final : public Layer {
+public:
+    Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name, data::Rng& rng);
+    [[nodiscard]] std::size_t output_width() const noexcept override;
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    [[nodiscard]] std::span<Parameter> parameters() noexcept override { return params_; }
+    void move_to(device::DeviceIndex target, device::Backend& backend) override;
+
+private:
+    [[nodiscard]] device::ConvShape with_rows(std::size_t rows) const noexcept;
+    device::ConvShape shape_;
+    std::vector<Parameter> params_;  // weight, bias
+    Tensor workspace_;
+};
+
+class MaxPool2d final : public Layer {
+public:
+    MaxPool2d(LayerContext context, device::PoolShape shape);
+    [[nodiscard]] std::size_t output_width() const noexcept override;
+    void forward(const float* x, float* y, std::size_t rows, bool training) override;
+    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void move_to(device::DeviceIndex target, device::Backend& backend) override;
+
+private:
+    [[nodiscard]] device::PoolShape with_rows(std::size_t rows) const noexcept;
+    device::PoolShape shape_;
+    Buffer argmax_;
+};
+
 }  // namespace trainhost::nn

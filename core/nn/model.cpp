@@ -14,20 +14,49 @@ device::LossKind loss_kind(const std::string& name) {
     throw ConfigError(fmt::format("unknown loss '{}'", name));
 }
 
-Model::Model(const config::ModelSpec& spec, std::size_t input_width, std::size_t output_width, LayerContext context,
-             std::uint64_t seed)
+Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& input_shape, std::size_t output_width,
+             LayerContext context, std::uint64_t seed)
     : max_rows_(context.max_rows), device_(context.device) {
     data::Rng init_rng(seed);
-    std::size_t width = input_width;
+    std::vector<std::size_t> shape = input_shape;  // of one sample
+    const auto count = [](const std::vector<std::size_t>& s) {
+        std::size_t n = 1;
+        for (std::size_t d : s) n *= d;
+        return n;
+    };
+    std::size_t width = count(shape);
     widths_.push_back(width);
-    std::size_t dense_index = 0;
+    std::size_t param_layer = 0;  // two ParamIds per layer with parameters, stable for the same spec
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         const config::LayerSpec& layer = spec.layers[i];
         if (layer.type == "dense") {
-            // Two ids per dense layer: stable for the same spec, whatever the device.
-            layers_.push_back(std::make_unique<Dense>(context, width, layer.units, ParamId{2 * dense_index},
-                                                      fmt::format("dense{}", dense_index), init_rng));
-            ++dense_index;
+            layers_.push_back(std::make_unique<Dense>(context, width, layer.units, ParamId{2 * param_layer},
+                                                      fmt::format("dense{}", param_layer), init_rng));
+            ++param_layer;
+            shape = {layer.units};
+        } else if (layer.type == "conv2d" || layer.type == "max_pool2d") {
+            if (shape.size() != 3)
+                throw ConfigError(fmt::format("[model] layer {} ({}) needs samples shaped [channels, height, width], "
+                                              "not {} dimension(s)",
+                                              i + 1, layer.type, shape.size()));
+            const int c = static_cast<int>(shape[0]), h = static_cast<int>(shape[1]), w = static_cast<int>(shape[2]);
+            const int k = static_cast<int>(layer.kernel);
+            if (layer.type == "conv2d") {
+                device::ConvShape s{0, c, h, w, static_cast<int>(layer.units), k, static_cast<int>(layer.stride),
+                                    static_cast<int>(layer.padding)};
+                if (s.out_height() < 1 || s.out_width() < 1)
+                    throw ConfigError(fmt::format("[model] layer {} (conv2d): kernel {} does not fit a {}x{} input", i + 1, k, h, w));
+                layers_.push_back(std::make_unique<Conv2d>(context, s, ParamId{2 * param_layer},
+                                                           fmt::format("conv{}", param_layer), init_rng));
+                ++param_layer;
+                shape = {layer.units, static_cast<std::size_t>(s.out_height()), static_cast<std::size_t>(s.out_width())};
+            } else {
+                device::PoolShape s{0, c, h, w, k, static_cast<int>(layer.stride)};
+                if (s.out_height() < 1 || s.out_width() < 1)
+                    throw ConfigError(fmt::format("[model] layer {} (max_pool2d): kernel {} does not fit a {}x{} input", i + 1, k, h, w));
+                layers_.push_back(std::make_unique<MaxPool2d>(context, s));
+                shape = {shape[0], static_cast<std::size_t>(s.out_height()), static_cast<std::size_t>(s.out_width())};
+            }
         } else if (layer.type == "relu") {
             layers_.push_back(std::make_unique<ActivationLayer>(context.backend, device::Activation::relu, width));
         } else if (layer.type == "sigmoid") {
@@ -36,6 +65,7 @@ Model::Model(const config::ModelSpec& spec, std::size_t input_width, std::size_t
             layers_.push_back(std::make_unique<ActivationLayer>(context.backend, device::Activation::tanh, width));
         } else if (layer.type == "flatten") {
             layers_.push_back(std::make_unique<Flatten>(context.backend, width));
+            shape = {width};
         } else if (layer.type == "dropout") {
             layers_.push_back(std::make_unique<Dropout>(context, width, layer.rate, seed ^ (0x9E3779B97F4A7C15ULL * (i + 1))));
         } else {

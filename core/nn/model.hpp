@@ -16,8 +16,9 @@ class Model {
 public:
     // Throws ConfigError when the layers do not fit the data (e.g. the last
     // width differs from the number of classes).
-    Model(const config::ModelSpec& spec, std::size_t input_width, std::size_t output_width, LayerContext context,
-          std::uint64_t seed);
+    // `input_shape` is one sample's, e.g. {1, 28, 28} for images or {3072}.
+    Model(const config::ModelSpec& spec, const std::vector<std::size_t>& input_shape, std::size_t output_width,
+          LayerContext context, std::uint64_t seed);
 
     [[nodiscard]] float* input() const noexcept { return activations_.front().data(); }
     [[nodiscard]] float* output() const noexcept { return activations_.back().data(); }

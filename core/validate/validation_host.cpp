@@ -7,7 +7,7 @@ namespace trainhost::validate {
 ValidationHost::ValidationHost() {
     ledger_ = std::make_unique<resources::Ledger>(std::vector<device::Device*>{&cpu_});
     config::ModelSpec spec{{{"dense", 4, 0}, {"tanh", 0, 0}, {"dense", 3, 0}}, "mse"};
-    model_ = std::make_unique<nn::Model>(spec, 5, 3, nn::LayerContext{cpu_.backend(), *ledger_, 4, 0}, 1);
+    model_ = std::make_unique<nn::Model>(spec, std::vector<std::size_t>{5}, 3, nn::LayerContext{cpu_.backend(), *ledger_, 4, 0}, 1);
     state_.struct_size = sizeof state_;
     state_.max_epochs = 1;
     state_.batch_size = 4;

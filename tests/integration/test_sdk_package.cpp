@@ -2,6 +2,7 @@
 // examples/third_party_plugin/ built against that prefix with find_package(trainhost),
 // and the installed trainhost training with it and with its own installed plugins.
 #include "integration/process.hpp"
+#include "trainhost/abi.h"
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>

@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "kernels/cpu/blas.hpp"
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
@@ -515,4 +516,64 @@ TEST_CASE("adam_step follows torch.optim.Adam and AdamW", "[kernels][optimizers]
         REQUIRE_THROWS_AS(cpu::adam_step(&param, &grad, &m, &v, 1, cpu::AdamHyper{.lr = kNaN}, 1),
                           std::invalid_argument);
     }
+}
+
+// --- convolution and pooling -------------------------------------------------
+
+TEST_CASE("conv2d forward matches a direct loop and col2im is im2col's adjoint", "[kernels][conv]") {
+    namespace k = trainhost::kernels::cpu;
+    k::ConvShape s{2, 3, 7, 6, 4, 3, 2, 1};
+    std::mt19937 rng(11);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> x(2 * 3 * 7 * 6), w(4 * 3 * 3 * 3), b(4), y(2 * 4 * s.out_height() * s.out_width()),
+        columns(s.column_size());
+    for (auto* v : {&x, &w, &b})
+        for (float& f : *v) f = value(rng);
+    k::conv2d_forward(s, x.data(), w.data(), b.data(), y.data(), columns.data());
+    for (int n = 0; n < 2; ++n)
+        for (int f = 0; f < 4; ++f)
+            for (int oy = 0; oy < s.out_height(); ++oy)
+                for (int ox = 0; ox < s.out_width(); ++ox) {
+                    double expect = b[f];
+                    for (int c = 0; c < 3; ++c)
+                        for (int i = 0; i < 3; ++i)
+                            for (int j = 0; j < 3; ++j) {
+                                const int iy = oy * 2 - 1 + i, ix = ox * 2 - 1 + j;
+                                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
+                                expect += double(w[((f * 3 + c) * 3 + i) * 3 + j]) * x[((n * 3 + c) * 7 + iy) * 6 + ix];
+                            }
+                    const float got = y[((n * 4 + f) * s.out_height() + oy) * s.out_width() + ox];
+                    REQUIRE(std::isfinite(got));
+                    CHECK(std::fabs(got - expect) <= 1e-5 * (1 + std::fabs(expect)));
+                }
+    // <im2col(x), c> == <x, col2im(c)> for random x and c.
+    std::vector<float> image(3 * 7 * 6), cols(s.column_size()), unfolded(s.column_size()), folded(image.size());
+    for (float& f : image) f = value(rng);
+    for (float& f : cols) f = value(rng);
+    k::im2col(s, image.data(), unfolded.data());
+    k::col2im(s, cols.data(), folded.data());
+    double left = 0, right = 0;
+    for (std::size_t i = 0; i < cols.size(); ++i) left += double(unfolded[i]) * cols[i];
+    for (std::size_t i = 0; i < image.size(); ++i) right += double(image[i]) * folded[i];
+    CHECK(left == Approx(right).epsilon(1e-6));
+}
+
+TEST_CASE("max_pool2d takes the maximum, routes gradients to it, and propagates NaN", "[kernels][conv]") {
+    namespace k = trainhost::kernels::cpu;
+    k::PoolShape s{1, 1, 4, 4, 2, 2};
+    const std::vector<float> x = {1, 5, 2, 0, 3, 4, -1, 7, 9, 8, 6, 6, -2, 1, 0, 6.5f};
+    std::vector<float> y(4), dx(16);
+    std::vector<std::int32_t> argmax(4);
+    k::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
+    CHECK(y == std::vector<float>{5, 7, 9, 6.5f});
+    const std::vector<float> dy = {0.5f, -1.0f, 2.0f, 3.0f};
+    k::max_pool2d_backward(s, dy.data(), argmax.data(), dx.data());
+    CHECK(dx[1] == 0.5f);
+    CHECK(dx[7] == -1.0f);
+    CHECK(dx[8] == 2.0f);
+    CHECK(dx[15] == 3.0f);
+    std::vector<float> with_nan = x;
+    with_nan[0] = std::numeric_limits<float>::quiet_NaN();
+    k::max_pool2d_forward(s, with_nan.data(), y.data(), argmax.data());
+    CHECK(std::isnan(y[0]));
 }

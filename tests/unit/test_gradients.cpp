@@ -16,16 +16,22 @@ struct Case {
     std::string name;
     std::vector<config::LayerSpec> layers;
     std::string loss;
+    std::vector<std::size_t> input_shape = {6};
+    // Max pooling has kinks where the maximum changes hands: a smaller step keeps
+    // the central difference on one side of them.
+    float step = 1e-2f;
 };
 
 void check_gradients(const Case& c) {
     device::CpuDevice cpu(0);
     device::Backend& backend = cpu.backend();
     resources::Ledger ledger({&cpu});
-    constexpr std::size_t rows = 5, in = 6;
+    constexpr std::size_t rows = 5;
+    std::size_t in = 1;
+    for (std::size_t d : c.input_shape) in *= d;
     config::ModelSpec spec{c.layers, c.loss};
     const std::size_t out = c.layers.back().type == "dense" ? c.layers.back().units : 4;
-    nn::Model model(spec, in, out, nn::LayerContext{backend, ledger, rows, 0}, 1234);
+    nn::Model model(spec, c.input_shape, out, nn::LayerContext{backend, ledger, rows, 0}, 1234);
     const auto kind = nn::loss_kind(c.loss);
 
     std::mt19937 rng(99);
@@ -53,7 +59,7 @@ void check_gradients(const Case& c) {
         for (std::size_t i = 0; i < p->value.numel(); ++i) {
             float& w = p->value.data()[i];
             const float saved = w;
-            const float h = 1e-2f;
+            const float h = c.step;
             w = saved + h;
             const double plus = loss(nullptr);
             w = saved - h;
@@ -78,6 +84,12 @@ TEST_CASE("gradients match finite differences for every layer and loss", "[gradi
         {"dense+tanh, bce_with_logits", {dense(7), layer("tanh"), dense(4)}, "bce_with_logits"},
         {"dense+sigmoid, mse", {dense(7), layer("sigmoid"), dense(4)}, "mse"},
         {"dropout at rate 0 is the identity", {dense(7), {"dropout", 0, 0.0}, layer("tanh"), dense(4)}, "mse"},
+        {"conv2d+max_pool2d, cross_entropy",
+         {{"conv2d", 3, 0, 3, 1, 1}, layer("tanh"), {"max_pool2d", 0, 0, 2, 2, 0}, layer("flatten"), dense(4)},
+         "cross_entropy",
+         {2, 5, 5},
+         1e-3f},
+        {"strided conv2d without padding, mse", {{"conv2d", 2, 0, 2, 2, 0}, layer("sigmoid"), dense(4)}, "mse", {1, 6, 6}},
     };
     for (const Case& c : cases) {
         DYNAMIC_SECTION(c.name) { check_gradients(c); }
@@ -89,7 +101,7 @@ TEST_CASE("a model move re-homes every buffer and changes no number", "[moves]")
     resources::Ledger ledger({&cpu0, &cpu1});
     constexpr std::size_t rows = 4, in = 5;
     config::ModelSpec spec{{dense(6), {"dropout", 0, 0.2}, layer("relu"), dense(3)}, "mse"};
-    nn::Model model(spec, in, 3, nn::LayerContext{cpu0.backend(), ledger, rows, 0}, 7);
+    nn::Model model(spec, {in}, 3, nn::LayerContext{cpu0.backend(), ledger, rows, 0}, 7);
     std::mt19937 rng(5);
     std::uniform_real_distribution<float> value(-1.0f, 1.0f);
     std::vector<float> input(rows * in);

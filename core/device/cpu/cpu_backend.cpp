@@ -1,6 +1,7 @@
 #include "device/cpu/cpu_backend.hpp"
 
 #include "kernels/cpu/blas.hpp"
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
@@ -75,6 +76,24 @@ void CpuBackend::adam_step(float* param, const float* grad, float* exp_avg, floa
 void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, value); }
 
 void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
+
+void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
+                                float* workspace) {
+    k::conv2d_forward(s, x, weight, bias, y, workspace);
+}
+
+void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
+                                 float* dweight, float* dbias, float* dx, float* workspace) {
+    k::conv2d_backward(s, x, weight, dy, dweight, dbias, dx, workspace);
+}
+
+void CpuBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
+    k::max_pool2d_forward(s, x, y, argmax);
+}
+
+void CpuBackend::max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) {
+    k::max_pool2d_backward(s, dy, argmax, dx);
+}
 
 void CpuBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) { k::multiply_by_mask(x, mask, n); }
 

@@ -23,6 +23,13 @@ public:
                    const AdamHyper& hyper, std::int64_t step) override;
     void fill(float* y, std::size_t n, float value) override;
     void copy(const float* x, float* y, std::size_t n) override;
+    [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override { return s.column_size(); }
+    void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
+                        float* workspace) override;
+    void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
+                         float* dbias, float* dx, float* workspace) override;
+    void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) override;
+    void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) override;
     void multiply_by_mask(float* x, const float* mask, std::size_t n) override;
     void mask_below(const float* x, float threshold, float* mask, std::size_t n) override;
     [[nodiscard]] float kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) override;
