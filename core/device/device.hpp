@@ -8,6 +8,7 @@
 #include "trainhost/abi.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace trainhost::device {
@@ -37,6 +38,13 @@ public:
     virtual void event_record(void* event, void* stream) = 0;
     [[nodiscard]] virtual bool event_query(void* event) = 0;
     virtual void synchronize() = 0;
+
+    // A device whose backend computes on library handles and a stream asks for them
+    // here, as leases of the core, so that the ledger lists the core's own handles too.
+    [[nodiscard]] virtual bool wants_core_objects() const noexcept { return false; }
+    virtual void adopt_core_objects(void* /*stream*/, void* /*blas*/, void* /*dnn*/) {}
+    // Free memory as the driver sees it (the ground truth beyond the ledger); none on the CPU.
+    [[nodiscard]] virtual std::optional<std::uint64_t> driver_free_bytes() const { return std::nullopt; }
 };
 
 }  // namespace trainhost::device

@@ -2,13 +2,14 @@
 #include "lifecycle/fit_state.hpp"
 #include "plugin/plugin_order.hpp"
 
-#include "device/cpu/cpu_device.hpp"
+#include "device/device_registry.hpp"
 #include "errors.hpp"
 #include "data/idx_reader.hpp"
 #include "data/synthetic.hpp"
 #include "kernels/cpu/blas.hpp"
 #include "lifecycle/verdict.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cmath>
@@ -43,19 +44,30 @@ private:
 Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     : options_(std::move(options)), out_(out), err_(err) {
     const config::RunConfig& config = options_.config;
-    if (config.device.starts_with("cuda"))
-        throw ConfigError("--device cuda: this build of trainhost has no CUDA backend yet; use --device cpu or auto");
-    if (config.device == "auto" && options_.verbose) out_ << "device: auto -> cpu:0 (no CUDA backend in this build)\n";
+    device::DeviceInventory inventory = device::make_devices(kLogicalCpuDevices);
+    devices_ = std::move(inventory.devices);
+    if (config.device.starts_with("cuda") && inventory.cuda_count == 0)
+        throw ConfigError(fmt::format("--device {}: {}", config.device, inventory.cuda_status));
     std::vector<device::Device*> raw;
-    for (unsigned ordinal = 0; ordinal < kLogicalCpuDevices; ++ordinal) {
-        devices_.push_back(std::make_unique<device::CpuDevice>(ordinal));
-        raw.push_back(devices_.back().get());
-    }
+    for (auto& dev : devices_) raw.push_back(dev.get());
     ledger_ = std::make_unique<resources::Ledger>(std::move(raw));
+    // The core's own stream and library handles are leases like any plugin's.
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
+        if (!devices_[i]->wants_core_objects()) continue;
+        auto object = [&](th_resource_kind kind, const char* tag) {
+            const th_handle handle = ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
+            return ledger_->object(resources::kCoreOwner, handle, kind);
+        };
+        devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"), object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
+                                        object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
+    }
+    if (config.device == "auto")
+        out_ << fmt::format("device: {} (auto{})\n", inventory.cuda_count > 0 ? "cuda:0" : "cpu:0",
+                            inventory.cuda_count > 0 ? "" : ", falling back to the CPU: " + inventory.cuda_status);
     const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
     ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
     try {
-        home_device_ = config.device == "auto" ? 0 : device_index(config.device);
+        home_device_ = device_index(config.device == "auto" ? (inventory.cuda_count > 0 ? "cuda:0" : "cpu:0") : config.device);
     } catch (const resources::ResourceError& e) {
         throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
     }
@@ -234,6 +246,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     batches_started_ = 0;
     epoch_first_step_ = 0;
     pending_move_.reset();
+    std::vector<std::optional<std::uint64_t>> free_at_start;
+    for (auto& dev : devices_) free_at_start.push_back(dev->driver_free_bytes());
     metrics_.clear();
     failure_.clear();
     fit_ = std::make_unique<FitState>();
@@ -300,6 +314,19 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
         dev->memory().trim();
     }
     record.after_teardown = memory_snapshot();
+    // The ground truth beyond the ledger: the driver's own count must be back where
+    // the fit started, within the driver's page granularity.
+    constexpr std::uint64_t kDriverGranularity = 2u << 20;
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+        const auto now = devices_[i]->driver_free_bytes();
+        if (!now || !free_at_start[i]) continue;
+        const std::uint64_t missing = *free_at_start[i] > *now ? *free_at_start[i] - *now : 0;
+        record.unaccounted_bytes[devices_[i]->name()] = missing > kDriverGranularity ? missing : 0;
+        if (missing > kDriverGranularity)
+            err_ << fmt::format("warning: {}: {} of device memory are in use after fit {} that nobody in the ledger "
+                                "accounts for\n",
+                                devices_[i]->name(), resources::human_bytes(missing), index + 1);
+    }
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
 }
 
@@ -478,7 +505,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
 }
 
 device::DeviceIndex Session::device_index(std::string_view name) const {
-    const std::string wanted = name == "cpu" ? std::string("cpu:0") : std::string(name);
+    const std::string wanted = name == "cpu" ? std::string("cpu:0") : name == "cuda" ? std::string("cuda:0") : std::string(name);
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
         if (devices_[i]->name() == wanted) return i;
     std::vector<std::string> names;
@@ -491,8 +518,13 @@ device::DeviceIndex Session::device_index(std::string_view name) const {
 }
 
 void Session::request_move(resources::OwnerId, std::string_view device) {
-    // auto: the best device this build has; with the CPU backend only, where the model started.
-    pending_move_ = device == "auto" ? home_device_ : device_index(device);
+    // auto: the best device this run has (the first GPU, else the first CPU device).
+    if (device == "auto") {
+        const bool has_gpu = std::any_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->name() == "cuda:0"; });
+        pending_move_ = device_index(has_gpu ? "cuda:0" : "cpu:0");
+    } else {
+        pending_move_ = device_index(device);
+    }
 }
 
 // The core owns every move: parameters, gradients, activations, optimizer state and

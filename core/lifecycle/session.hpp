@@ -57,6 +57,9 @@ struct FitRecord {
     std::string failure;  // empty when the fit succeeded
     int failure_exit = 0;
     MemorySnapshot after_teardown;  // after teardown, destroy and trim
+    // Per GPU: memory the driver reports in use beyond the fit's start after sync
+    // and trim, which nobody in the ledger accounts for (0 when flat).
+    std::map<std::string, std::uint64_t> unaccounted_bytes;
     // Predict mode: memory after the first and after the last forward pass.
     std::optional<MemorySnapshot> predict_first;
     std::optional<MemorySnapshot> predict_last;

@@ -76,6 +76,7 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                         {"final_metrics", metrics_json(fit.final_metrics)},
                         {"stop_reason", fit.stop_reason},
                         {"memory_after_teardown", memory_json(fit.after_teardown)},
+                        {"unaccounted_device_bytes", fit.unaccounted_bytes},
                         {"predict_memory",
                          fit.predict_first ? nlohmann::json{{"after_first_pass", memory_json(*fit.predict_first)},
                                                             {"after_last_pass", memory_json(*fit.predict_last)}}
