@@ -260,20 +260,24 @@ std::string test_state_roundtrip(TestContext& c) {
     if (c.library->entry().vtable->save_state == nullptr) return "skip: the plugin keeps no checkpoint state";
     ValidationHost host;
     const toml::table* options = c.plugin_table ? &*c.plugin_table : nullptr;
+    const std::map<std::string, double> metrics = {{"val_loss", 0.5}, {"train_loss", 0.6}, {"val_accuracy", 0.7}};
+    // Saved mid-fit, as a checkpoint is, and restored after setup, as a resume does.
     auto first = host.create(c.library, options);
-    if (auto failure = host.run_fit(*first, 2, 2, {{"val_loss", 0.5}, {"train_loss", 0.6}, {"val_accuracy", 0.7}});
-        !failure.empty())
+    if (auto failure = host.run_epochs(*first, 2, 2, metrics); !failure.empty())
         return "the fit before saving failed: " + failure;
     std::string failure;
     const auto saved = host.save_state(*first, failure);
-    if (!failure.empty()) return "save_state failed: " + failure;
+    (void)host.finish(*first, "");
     (void)host.destroy(std::move(first));
+    if (!failure.empty()) return "save_state failed: " + failure;
     auto second = host.create(c.library, options);
-    plugin::HookOutcome loaded = second->load_state(saved.data(), saved.size());
+    if (auto setup = host.run_hook(*second, TH_HOOK_SETUP); !setup.empty()) return "setup before restoring failed: " + setup;
+    plugin::HookOutcome loaded = host.load_state(*second, saved);
     if (loaded.failed()) return "load_state refused its own saved state: " + loaded.message;
     const auto again = host.save_state(*second, failure);
-    if (!failure.empty()) return "save_state after load failed: " + failure;
+    (void)host.run_hook(*second, TH_HOOK_TEARDOWN);
     (void)host.destroy(std::move(second));
+    if (!failure.empty()) return "save_state after load failed: " + failure;
     if (again != saved)
         return fmt::format("save, restore, save gave different bytes ({} then {} bytes)", saved.size(), again.size());
     return {};

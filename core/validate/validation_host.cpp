@@ -36,38 +36,47 @@ std::string ValidationHost::run_hook(plugin::PluginInstance& instance, th_hook h
     return std::string(resources::hook_name(hook)) + ": " + outcome.message;
 }
 
-std::string ValidationHost::run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
-                                    const std::map<std::string, double>& epoch_metrics) {
+std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
+                                       const std::map<std::string, double>& epoch_metrics) {
     state_.max_epochs = epochs;
     std::string failure;
     auto hook = [&](th_hook h) {
         if (failure.empty()) failure = run_hook(instance, h);
         return failure.empty();
     };
-    if (hook(TH_HOOK_SETUP) && hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START)) {
-        for (std::uint32_t e = 0; e < epochs && failure.empty(); ++e) {
-            state_.epoch = e;
-            state_.batches_in_epoch = batches;
-            hook(TH_HOOK_EPOCH_START);
-            for (std::uint32_t b = 0; b < batches && failure.empty(); ++b) {
-                state_.batch_index = b;
-                state_.batch_samples = 4;
-                state_.samples_seen = 4 * (b + 1);
-                for (th_hook h : {TH_HOOK_BATCH_START, TH_HOOK_BEFORE_BACKWARD, TH_HOOK_AFTER_BACKWARD,
-                                  TH_HOOK_BEFORE_OPTIMIZER_STEP, TH_HOOK_AFTER_OPTIMIZER_STEP, TH_HOOK_BATCH_END})
-                    hook(h);
-                ++state_.global_step;
-            }
-            for (const auto& [key, value] : epoch_metrics) metrics_[key] = value;
-            for (th_hook h : {TH_HOOK_VALIDATION_START, TH_HOOK_VAL_BATCH_START, TH_HOOK_VAL_BATCH_END,
-                              TH_HOOK_VALIDATION_END, TH_HOOK_EPOCH_END})
+    if (!(hook(TH_HOOK_SETUP) && hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START))) return failure;
+    for (std::uint32_t e = 0; e < epochs && failure.empty(); ++e) {
+        state_.epoch = e;
+        state_.batches_in_epoch = batches;
+        hook(TH_HOOK_EPOCH_START);
+        for (std::uint32_t b = 0; b < batches && failure.empty(); ++b) {
+            state_.batch_index = b;
+            state_.batch_samples = 4;
+            state_.samples_seen = 4 * (b + 1);
+            for (th_hook h : {TH_HOOK_BATCH_START, TH_HOOK_BEFORE_BACKWARD, TH_HOOK_AFTER_BACKWARD,
+                              TH_HOOK_BEFORE_OPTIMIZER_STEP, TH_HOOK_AFTER_OPTIMIZER_STEP, TH_HOOK_BATCH_END})
                 hook(h);
+            ++state_.global_step;
         }
-        hook(TH_HOOK_FIT_END);
+        for (const auto& [key, value] : epoch_metrics) metrics_[key] = value;
+        for (th_hook h : {TH_HOOK_VALIDATION_START, TH_HOOK_VAL_BATCH_START, TH_HOOK_VAL_BATCH_END,
+                          TH_HOOK_VALIDATION_END, TH_HOOK_EPOCH_END})
+            hook(h);
     }
-    if (!failure.empty()) (void)run_hook(instance, TH_HOOK_EXCEPTION);
+    return failure;
+}
+
+std::string ValidationHost::finish(plugin::PluginInstance& instance, const std::string& failure) {
+    std::string first = failure;
+    if (first.empty()) first = run_hook(instance, TH_HOOK_FIT_END);
+    if (!first.empty()) (void)run_hook(instance, TH_HOOK_EXCEPTION);
     std::string teardown = run_hook(instance, TH_HOOK_TEARDOWN);
-    return failure.empty() ? teardown : failure;
+    return first.empty() ? teardown : first;
+}
+
+std::string ValidationHost::run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
+                                    const std::map<std::string, double>& epoch_metrics) {
+    return finish(instance, run_epochs(instance, epochs, batches, epoch_metrics));
 }
 
 std::vector<resources::Leak> ValidationHost::destroy(std::unique_ptr<plugin::PluginInstance> instance) {
@@ -83,6 +92,13 @@ std::vector<unsigned char> ValidationHost::save_state(plugin::PluginInstance& in
     plugin::HookOutcome outcome = instance.save_state();
     if (outcome.failed()) failure = outcome.message;
     return state_bytes_;
+}
+
+plugin::HookOutcome ValidationHost::load_state(plugin::PluginInstance& instance, const std::vector<unsigned char>& bytes) {
+    ledger_->set_position(resources::Phase::setup, {});
+    plugin::HookOutcome outcome = instance.load_state(bytes.data(), bytes.size());
+    ledger_->set_position(resources::Phase::core, {});
+    return outcome;
 }
 
 std::optional<double> ValidationHost::metric(std::string_view key) const {

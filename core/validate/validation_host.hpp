@@ -29,10 +29,17 @@ public:
     // set before each epoch end; stops at the first failure and returns its text.
     [[nodiscard]] std::string run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
                                       const std::map<std::string, double>& epoch_metrics);
+    // The same in two halves: setup .. the last epoch end, then fit_end and teardown
+    // (exception first when `failure` is set). A checkpoint is saved in between.
+    [[nodiscard]] std::string run_epochs(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
+                                         const std::map<std::string, double>& epoch_metrics);
+    [[nodiscard]] std::string finish(plugin::PluginInstance& instance, const std::string& failure);
     // Destroys the instance and returns what the ledger found it still held.
     [[nodiscard]] std::vector<resources::Leak> destroy(std::unique_ptr<plugin::PluginInstance> instance);
 
     [[nodiscard]] std::vector<unsigned char> save_state(plugin::PluginInstance& instance, std::string& failure);
+    // In the setup phase, as the core restores a checkpoint.
+    [[nodiscard]] plugin::HookOutcome load_state(plugin::PluginInstance& instance, const std::vector<unsigned char>& bytes);
 
     // HostServices
     [[nodiscard]] resources::Ledger& ledger() override { return *ledger_; }

@@ -126,7 +126,7 @@ TEST_CASE("metrics_logger writes every step and epoch row to CSV and JSON Lines"
     CHECK(jsonl[5]["val_loss"].get<double>() == final_metrics["val_loss"].get<double>());
 }
 
-TEST_CASE("metrics_logger: every_n_steps = 0 gives epoch rows only; format picks the files", "[plugins][metrics_logger]") {
+TEST_CASE("metrics_logger: every_n_steps = 0 gives epoch rows only, and format picks the files", "[plugins][metrics_logger]") {
     TempDir dir;
     SECTION("both formats") {
         auto config = dir.write("run.toml", tiny_config(2, logger_table(dir.path(), "every_n_steps = 0\n")));

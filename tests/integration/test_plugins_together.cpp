@@ -1,0 +1,99 @@
+// The built-in plugins as a user runs them: all at once, in their declared order,
+// with their state across a resume, and the ledger clean at the end.
+#include "data/idx_reader.hpp"
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::TempDir;
+using test_support::tiny_config;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string kAllPlugins = "--plugins=progress,early_stopping,togpu,checkpoint,metrics_logger,memory_monitor,pruning";
+
+std::string all_tables(const fs::path& dir) {
+    return "\n[plugins.checkpoint]\ndirpath = \"" + (dir / "ckpt").string() +
+           "\"\nmonitor = \"val_loss\"\nsave_last = true\n"
+           "[plugins.metrics_logger]\ndir = \"" + (dir / "logs").string() + "\"\n"
+           "[plugins.pruning]\namount = 0.3\nlottery_ticket = true\n"
+           "[plugins.togpu]\ntarget = \"cpu:1\"\nwhen = \"every_epoch\"\n"
+           "[plugins.early_stopping]\npatience = 5\n";
+}
+
+}  // namespace
+
+TEST_CASE("all built-in plugins together on the autoencoder end with a clean ledger", "[plugins][together]") {
+    TempDir dir;
+    std::string config = tiny_config(3, all_tables(dir.path()));
+    auto run = run_trainhost({"--config", dir.write("run.toml", config).string(), kAllPlugins, "--verbose", "--report",
+                              (dir.path() / "r.json").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    // Producers first: pruning writes params (checkpoint reads them), memory_monitor writes metrics.
+    // Writers before readers, the command line between equals: togpu first, the metric
+    // producers memory_monitor and pruning before every reader of metrics.
+    CHECK_THAT(run.out, Contains("plugin order: togpu -> memory_monitor -> pruning -> progress -> early_stopping -> "
+                                 "checkpoint -> metrics_logger"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    CHECK(fs::exists(dir.path() / "ckpt" / "last.safetensors"));
+    CHECK(fs::exists(dir.path() / "logs" / "metrics.csv"));
+    auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
+    CHECK(report["fits"][0]["final_metrics"]["pruning.sparsity"].get<double>() == Approx(0.3).margin(0.01));
+    CHECK(report["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
+}
+
+TEST_CASE("all built-in plugins together on Fashion-MNIST end with a clean ledger", "[plugins][together]") {
+    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+        WARN("Fashion-MNIST is not installed; skipped");
+        return;
+    }
+    TempDir dir;
+    std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml");
+    config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.1\nlimit = 3000\ntest = false");
+    config.replace(config.find("[plugins.early_stopping]"), 24, "[plugins.ignored]");
+    config += all_tables(dir.path());
+    auto run = run_trainhost({"--config", dir.write("run.toml", config).string(), kAllPlugins, "--epochs", "2"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
+TEST_CASE("checkpoint keeps its best-k bookkeeping across a resume, and mode max keeps the highest", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    SECTION("resume") {
+        auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt.string() +
+                                                               "\"\nmonitor = \"val_loss\"\nsave_top_k = 1\nsave_last = true\n"));
+        REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint"}).exit_code == 0);
+        REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint", "--epochs", "4", "--resume", "last"})
+                    .exit_code == 0);
+        // Had the resumed run forgotten its best, the epoch-1 file would still be there beside epoch 3's.
+        std::vector<std::string> names;
+        for (const auto& entry : fs::directory_iterator(ckpt)) names.push_back(entry.path().filename().string());
+        std::sort(names.begin(), names.end());
+        CHECK(names == std::vector<std::string>{"epoch=3-step=8.safetensors", "last.safetensors"});
+    }
+    SECTION("mode max") {
+        auto config = dir.write("max.toml", tiny_config(3, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt.string() +
+                                                               "\"\nmonitor = \"val_loss\"\nmode = \"max\"\nsave_top_k = 1\n"));
+        REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint"}).exit_code == 0);
+        // val_loss falls here, so its highest value is the first epoch's.
+        CHECK(fs::exists(ckpt / "epoch=0-step=2.safetensors"));
+        CHECK(std::distance(fs::directory_iterator(ckpt), fs::directory_iterator()) == 1);
+    }
+}
+
+TEST_CASE("early_stopping's min_delta: smaller changes do not count as improvement", "[early_stopping]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(6, "\n[plugins.early_stopping]\npatience = 2\nmin_delta = 10.0\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 3 epochs") && Contains("did not improve by more than 10 for 2 epoch(s)"));
+}

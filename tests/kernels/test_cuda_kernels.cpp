@@ -1,0 +1,568 @@
+// Every kernel in kernels/cuda against its CPU twin in kernels/cpu, on the
+// same random inputs. Tagged [cuda]; each test passes with a warning (and
+// checks nothing) when no CUDA device is usable, so CPU-only CI stays green.
+
+#include <catch2/catch.hpp>
+
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cpu/losses.hpp"
+#include "kernels/cpu/optimizers.hpp"
+#include "kernels/cuda/kernels.hpp"
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <iomanip>
+#include <limits>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace cpu = trainhost::kernels::cpu;
+namespace gpu = trainhost::kernels::cuda;
+
+namespace {
+
+bool have_cuda_device() {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    static_cast<void>(cudaGetLastError());  // clear the error of a failed query
+    return error == cudaSuccess && count > 0;
+}
+
+#define SKIP_WITHOUT_CUDA()           \
+    do {                              \
+        if (!have_cuda_device()) {    \
+            WARN("no CUDA device");   \
+            return;                   \
+        }                             \
+    } while (false)
+
+#define CUDA_REQUIRE(call)                                                          \
+    do {                                                                            \
+        const cudaError_t cuda_require_error_ = (call);                             \
+        INFO(#call << ": " << cudaGetErrorString(cuda_require_error_));            \
+        REQUIRE(cuda_require_error_ == cudaSuccess);                                \
+    } while (false)
+
+class Stream {
+public:
+    Stream() { CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
+    Stream(const Stream&) = delete;
+    Stream& operator=(const Stream&) = delete;
+    ~Stream() { static_cast<void>(cudaStreamDestroy(stream_)); }
+    operator cudaStream_t() const { return stream_; }  // NOLINT: used as a cudaStream_t everywhere
+
+private:
+    cudaStream_t stream_ = nullptr;
+};
+
+// A device array whose bytes start as 0xff, so every float in it is NaN until
+// a kernel writes it: an output a kernel forgets to write fails the comparison.
+template <typename T>
+class DeviceBuffer {
+public:
+    explicit DeviceBuffer(std::size_t n) : n_(n) {
+        CUDA_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(n, 1) * sizeof(T)));
+        CUDA_REQUIRE(cudaMemset(data_, 0xff, std::max<std::size_t>(n, 1) * sizeof(T)));
+    }
+    explicit DeviceBuffer(const std::vector<T>& values) : DeviceBuffer(values.size()) { upload(values); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    ~DeviceBuffer() { static_cast<void>(cudaFree(data_)); }
+
+    [[nodiscard]] T* get() const { return data_; }
+    void upload(const std::vector<T>& values) {
+        REQUIRE(values.size() == n_);
+        CUDA_REQUIRE(cudaMemcpy(data_, values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
+    }
+    // Waits for `stream`, then copies back; also surfaces asynchronous kernel faults.
+    [[nodiscard]] std::vector<T> download(cudaStream_t stream) const {
+        CUDA_REQUIRE(cudaStreamSynchronize(stream));
+        std::vector<T> values(n_);
+        CUDA_REQUIRE(cudaMemcpy(values.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
+        return values;
+    }
+
+private:
+    T* data_ = nullptr;
+    std::size_t n_;
+};
+
+// Uniform in [-limit, limit] but never within min_magnitude of 0: data is never
+// accidentally zero and ReLU inputs stay clear of the kink.
+std::vector<float> random_values(std::mt19937& rng, std::size_t n, float limit = 2.0f, float min_magnitude = 1e-2f) {
+    std::uniform_real_distribution<float> dist(-limit, limit);
+    std::vector<float> values(n);
+    for (float& v : values) {
+        do {
+            v = dist(rng);
+        } while (std::fabs(v) < min_magnitude);
+    }
+    return values;
+}
+
+std::vector<float> random_unit(std::mt19937& rng, std::size_t n) {  // (0, 1]
+    std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+    std::vector<float> values(n);
+    for (float& v : values) {
+        do {
+            v = dist(rng);
+        } while (v == 0.0f);
+    }
+    return values;
+}
+
+constexpr double kTolerance = 1e-5;  // fp32 relative agreement
+
+// |actual - expected| <= 1e-5 * max(floor, |expected|) everywhere, and a NaN or
+// infinity on either side always fails. floor = 1 is plain fp32 agreement for
+// O(1) data; outputs whose natural scale is far below 1 (loss gradients carry
+// a 1/n factor, Adam's second moment is ~1e-3) pass a smaller floor so the
+// check stays relative instead of degenerating to "both are tiny". Reports the
+// first offending element and how many there are, with a single assertion.
+void require_all_close(const std::vector<float>& actual, const std::vector<float>& expected, double floor = 1.0) {
+    REQUIRE(actual.size() == expected.size());
+    std::size_t bad = 0;
+    std::size_t first_bad = 0;
+    for (std::size_t i = 0; i < actual.size(); ++i) {
+        const double a = actual[i];
+        const double b = expected[i];
+        const bool ok =
+            std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= kTolerance * std::max(floor, std::fabs(b));
+        if (!ok && bad++ == 0) {
+            first_bad = i;
+        }
+    }
+    INFO(std::setprecision(9) << bad << " of " << actual.size() << " elements differ; first at " << first_bad
+                              << ": cuda = " << (bad ? actual[first_bad] : 0.0f)
+                              << ", cpu = " << (bad ? expected[first_bad] : 0.0f));
+    REQUIRE(bad == 0);
+}
+
+void require_close(double actual, double expected, double tol) {
+    INFO(std::setprecision(17) << "cuda = " << actual << ", cpu = " << expected);
+    REQUIRE(std::isfinite(actual));
+    REQUIRE(std::isfinite(expected));
+    REQUIRE(std::fabs(actual - expected) <= tol * std::max(1.0, std::fabs(expected)));
+}
+
+// The CPU result must differ from the input somewhere, or an in-place kernel
+// that did nothing would pass.
+void require_changed(const std::vector<float>& after, const std::vector<float>& before) {
+    REQUIRE(after.size() == before.size());
+    REQUIRE(after != before);
+}
+
+// Losses are means accumulated in double on both sides; only the association
+// of the final sum differs, so they agree far beyond fp32.
+constexpr double kLossTolerance = 1e-10;
+
+constexpr std::size_t kN = 100003;  // elementwise size: not a multiple of any block size
+constexpr std::size_t kRows = 37;
+constexpr std::size_t kCols = 129;
+
+}  // namespace
+
+TEST_CASE("cuda fill, copy, scale and axpy match the CPU", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(101);
+    Stream stream;
+    const auto x = random_values(rng, kN);
+    const auto y0 = random_values(rng, kN);
+    const DeviceBuffer<float> dx(x);
+
+    SECTION("fill") {
+        std::vector<float> expected(kN);
+        cpu::fill(expected.data(), kN, 1.75f);
+        DeviceBuffer<float> dy(kN);
+        gpu::fill(dy.get(), kN, 1.75f, stream);
+        require_all_close(dy.download(stream), expected);
+    }
+    SECTION("copy") {
+        std::vector<float> expected(kN);
+        cpu::copy(x.data(), expected.data(), kN);
+        DeviceBuffer<float> dy(kN);
+        gpu::copy(dx.get(), dy.get(), kN, stream);
+        require_all_close(dy.download(stream), expected);
+        gpu::copy(dy.get(), dy.get(), kN, stream);  // exact aliasing is a no-op
+        require_all_close(dy.download(stream), expected);
+    }
+    SECTION("scale") {
+        auto expected = x;
+        cpu::scale(expected.data(), kN, -1.37f);
+        require_changed(expected, x);
+        DeviceBuffer<float> dy(x);
+        gpu::scale(dy.get(), kN, -1.37f, stream);
+        require_all_close(dy.download(stream), expected);
+    }
+    SECTION("axpy") {
+        auto expected = y0;
+        cpu::axpy(0.61f, x.data(), expected.data(), kN);
+        require_changed(expected, y0);
+        DeviceBuffer<float> dy(y0);
+        gpu::axpy(0.61f, dx.get(), dy.get(), kN, stream);
+        require_all_close(dy.download(stream), expected);
+    }
+}
+
+TEST_CASE("cuda add_row_bias and bias_gradient match the CPU", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(202);
+    Stream stream;
+    // A wide-ish matrix, a tall one (many rows per row lane, a partial column
+    // tile) and a single row.
+    using Shape = std::pair<std::size_t, std::size_t>;
+    for (const auto& [rows, cols] : std::vector<Shape>{{kRows, kCols}, {4099, 3}, {1, 70}}) {
+        INFO("rows = " << rows << ", cols = " << cols);
+        const auto y0 = random_values(rng, rows * cols);
+        const auto bias = random_values(rng, cols);
+
+        auto expected = y0;
+        cpu::add_row_bias(expected.data(), bias.data(), rows, cols);
+        require_changed(expected, y0);
+        DeviceBuffer<float> dy(y0);
+        const DeviceBuffer<float> dbias_in(bias);
+        gpu::add_row_bias(dy.get(), dbias_in.get(), rows, cols, stream);
+        require_all_close(dy.download(stream), expected);
+
+        std::vector<float> expected_sums(cols);
+        cpu::bias_gradient(y0.data(), expected_sums.data(), rows, cols);
+        const DeviceBuffer<float> dgrad_out(y0);
+        DeviceBuffer<float> dsums(cols);  // starts NaN: must be overwritten
+        gpu::bias_gradient(dgrad_out.get(), dsums.get(), rows, cols, stream);
+        const auto sums = dsums.download(stream);
+        require_all_close(sums, expected_sums);
+
+        // Deterministic: a second run gives the same bits.
+        gpu::bias_gradient(dgrad_out.get(), dsums.get(), rows, cols, stream);
+        REQUIRE(dsums.download(stream) == sums);
+    }
+}
+
+TEST_CASE("cuda activations match the CPU forward and backward", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(303);
+    Stream stream;
+    const auto x = random_values(rng, kN, 6.0f);
+    const auto dy = random_values(rng, kN);
+    const DeviceBuffer<float> dx_in(x);
+    const DeviceBuffer<float> ddy(dy);
+
+    using Forward = void (*)(const float*, float*, std::size_t);
+    using Backward = void (*)(const float*, const float*, float*, std::size_t);
+    using CudaForward = void (*)(const float*, float*, std::size_t, cudaStream_t);
+    using CudaBackward = void (*)(const float*, const float*, float*, std::size_t, cudaStream_t);
+    const auto check = [&](Forward forward, Backward backward, CudaForward cuda_forward, CudaBackward cuda_backward) {
+        std::vector<float> y(kN);
+        forward(x.data(), y.data(), kN);
+        DeviceBuffer<float> dy_out(kN);
+        cuda_forward(dx_in.get(), dy_out.get(), kN, stream);
+        require_all_close(dy_out.download(stream), y);
+
+        // Both backward passes start from the CPU's forward output.
+        std::vector<float> dx(kN);
+        backward(y.data(), dy.data(), dx.data(), kN);
+        const DeviceBuffer<float> dy_cpu(y);
+        DeviceBuffer<float> ddx(kN);
+        cuda_backward(dy_cpu.get(), ddy.get(), ddx.get(), kN, stream);
+        require_all_close(ddx.download(stream), dx);
+    };
+    SECTION("relu") { check(cpu::relu_forward, cpu::relu_backward, gpu::relu_forward, gpu::relu_backward); }
+    SECTION("sigmoid") {
+        check(cpu::sigmoid_forward, cpu::sigmoid_backward, gpu::sigmoid_forward, gpu::sigmoid_backward);
+    }
+    SECTION("tanh") { check(cpu::tanh_forward, cpu::tanh_backward, gpu::tanh_forward, gpu::tanh_backward); }
+}
+
+TEST_CASE("cuda dropout matches the CPU", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(404);
+    Stream stream;
+    const auto x = random_values(rng, kN);
+    // About 30% dropped; kept entries are arbitrary nonzero bytes, not just 1.
+    std::uniform_int_distribution<int> byte(1, 255);
+    std::bernoulli_distribution kept(0.7);
+    std::vector<std::uint8_t> keep(kN);
+    for (auto& k : keep) {
+        k = kept(rng) ? static_cast<std::uint8_t>(byte(rng)) : 0;
+    }
+    const DeviceBuffer<float> dx(x);
+    const DeviceBuffer<std::uint8_t> dkeep(keep);
+
+    for (const float p : {0.3f, 0.0f, 1.0f, 0.9f}) {
+        INFO("p = " << p);
+        std::vector<float> expected(kN);
+        cpu::dropout_forward(x.data(), keep.data(), expected.data(), kN, p);
+        DeviceBuffer<float> dy(kN);
+        gpu::dropout_forward(dx.get(), dkeep.get(), dy.get(), kN, p, stream);
+        require_all_close(dy.download(stream), expected);
+
+        cpu::dropout_backward(x.data(), keep.data(), expected.data(), kN, p);
+        DeviceBuffer<float> dgrad(kN);
+        gpu::dropout_backward(dx.get(), dkeep.get(), dgrad.get(), kN, p, stream);
+        require_all_close(dgrad.download(stream), expected);
+    }
+    DeviceBuffer<float> dy(kN);
+    REQUIRE_THROWS_AS(gpu::dropout_forward(dx.get(), dkeep.get(), dy.get(), kN, 1.5f, stream), std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::dropout_backward(dx.get(), dkeep.get(), dy.get(), kN, std::nanf(""), stream),
+                      std::invalid_argument);
+}
+
+TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(505);
+    Stream stream;
+    const auto x = random_values(rng, kN);
+    std::bernoulli_distribution one(0.6);
+    std::vector<float> mask01(kN);
+    for (float& m : mask01) {
+        m = one(rng) ? 1.0f : 0.0f;
+    }
+
+    auto expected = x;
+    cpu::multiply_by_mask(expected.data(), mask01.data(), kN);
+    require_changed(expected, x);
+    DeviceBuffer<float> dx(x);
+    const DeviceBuffer<float> dmask01(mask01);
+    gpu::multiply_by_mask(dx.get(), dmask01.get(), kN, stream);
+    require_all_close(dx.download(stream), expected);
+
+    // Arbitrary mask values above the threshold must survive untouched.
+    const auto mask0 = random_unit(rng, kN);
+    auto expected_mask = mask0;
+    cpu::mask_below(x.data(), 0.5f, expected_mask.data(), kN);
+    require_changed(expected_mask, mask0);
+    const DeviceBuffer<float> dx_in(x);
+    DeviceBuffer<float> dmask(mask0);
+    gpu::mask_below(dx_in.get(), 0.5f, dmask.get(), kN, stream);
+    require_all_close(dmask.download(stream), expected_mask);
+}
+
+TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(606);
+    Stream stream;
+    using Shape = std::pair<int, int>;
+    for (const auto& [rows, classes] :
+         std::vector<Shape>{{static_cast<int>(kRows), static_cast<int>(kCols)}, {1000, 10}, {3, 1}}) {
+        INFO("rows = " << rows << ", classes = " << classes);
+        const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(classes);
+        const auto logits = random_values(rng, count, 5.0f);
+        // Every third row is labelled with its argmax so the correct count is nonzero.
+        std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+        std::uniform_int_distribution<std::int32_t> any_class(0, classes - 1);
+        for (int r = 0; r < rows; ++r) {
+            const auto row = logits.begin() + static_cast<std::ptrdiff_t>(r) * classes;
+            labels[r] = r % 3 == 0 ? static_cast<std::int32_t>(std::max_element(row, row + classes) - row)
+                                   : any_class(rng);
+        }
+
+        std::vector<float> expected_grad(count);
+        int expected_correct = -1;
+        const double expected_loss =
+            cpu::cross_entropy(logits.data(), labels.data(), rows, classes, expected_grad.data(), &expected_correct);
+        REQUIRE(expected_correct > 0);
+
+        const DeviceBuffer<float> dlogits(logits);
+        const DeviceBuffer<std::int32_t> dlabels(labels);
+        DeviceBuffer<float> dgrad(count);
+        int correct = -1;
+        const double loss =
+            gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, dgrad.get(), &correct, stream);
+        require_close(loss, expected_loss, kLossTolerance);
+        REQUIRE(correct == expected_correct);
+        require_all_close(dgrad.download(stream), expected_grad, 1e-3 / rows);
+
+        // Without grad / correct_out the loss is unchanged.
+        const double loss_only =
+            gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, nullptr, nullptr, stream);
+        REQUIRE(loss_only == loss);
+    }
+}
+
+TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(607);
+    Stream stream;
+    const int rows = static_cast<int>(kRows), classes = static_cast<int>(kCols);
+    const auto logits = random_values(rng, kRows * kCols);
+    std::uniform_int_distribution<std::int32_t> any_class(0, classes - 1);
+    std::vector<std::int32_t> labels(kRows);
+    for (auto& label : labels) {
+        label = any_class(rng);
+    }
+    const DeviceBuffer<float> dlogits(logits);
+    const std::vector<float> sentinel(kRows * kCols, 42.0f);
+    for (const std::int32_t bad_label : {-1, classes, 1 << 30}) {
+        INFO("bad label = " << bad_label);
+        auto bad_labels = labels;
+        bad_labels[29] = bad_label;
+        const DeviceBuffer<std::int32_t> dlabels(bad_labels);
+        DeviceBuffer<float> dgrad(sentinel);
+        int correct = -7;
+        REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, dgrad.get(), &correct, stream),
+                          std::invalid_argument);
+        REQUIRE(dgrad.download(stream) == sentinel);
+        REQUIRE(correct == -7);
+    }
+    // The stream is still usable after the rejection.
+    const DeviceBuffer<std::int32_t> dlabels(labels);
+    const double expected = cpu::cross_entropy(logits.data(), labels.data(), rows, classes, nullptr, nullptr);
+    require_close(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, nullptr, nullptr, stream), expected,
+                  kLossTolerance);
+    REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), 0, classes, nullptr, nullptr, stream),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, 0, nullptr, nullptr, stream),
+                      std::invalid_argument);
+}
+
+TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(708);
+    Stream stream;
+    for (const std::size_t n : {kN, std::size_t{1}, std::size_t{300}}) {
+        INFO("n = " << n);
+        const double grad_floor = 1e-3 / static_cast<double>(n);
+        {
+            INFO("bce_with_logits");
+            const auto logits = random_values(rng, n, 8.0f);
+            const auto targets = random_unit(rng, n);
+            std::vector<float> expected_grad(n);
+            const double expected = cpu::bce_with_logits(logits.data(), targets.data(), n, expected_grad.data());
+            const DeviceBuffer<float> dlogits(logits);
+            const DeviceBuffer<float> dtargets(targets);
+            DeviceBuffer<float> dgrad(n);
+            const double loss = gpu::bce_with_logits(dlogits.get(), dtargets.get(), n, dgrad.get(), stream);
+            require_close(loss, expected, kLossTolerance);
+            require_all_close(dgrad.download(stream), expected_grad, grad_floor);
+            REQUIRE(gpu::bce_with_logits(dlogits.get(), dtargets.get(), n, nullptr, stream) == loss);
+        }
+        {
+            INFO("mse");
+            const auto prediction = random_values(rng, n);
+            const auto target = random_values(rng, n);
+            std::vector<float> expected_grad(n);
+            const double expected = cpu::mse(prediction.data(), target.data(), n, expected_grad.data());
+            const DeviceBuffer<float> dprediction(prediction);
+            const DeviceBuffer<float> dtarget(target);
+            DeviceBuffer<float> dgrad(n);
+            const double loss = gpu::mse(dprediction.get(), dtarget.get(), n, dgrad.get(), stream);
+            require_close(loss, expected, kLossTolerance);
+            require_all_close(dgrad.download(stream), expected_grad, grad_floor);
+            REQUIRE(gpu::mse(dprediction.get(), dtarget.get(), n, nullptr, stream) == loss);
+        }
+    }
+    const DeviceBuffer<float> d(1);
+    REQUIRE_THROWS_AS(gpu::bce_with_logits(d.get(), d.get(), 0, nullptr, stream), std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::mse(d.get(), d.get(), 0, nullptr, stream), std::invalid_argument);
+}
+
+TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(809);
+    Stream stream;
+    const auto initial = random_values(rng, kN);
+    for (const cpu::SgdHyper hyper : {cpu::SgdHyper{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.01f},
+                                      cpu::SgdHyper{.lr = 0.05f, .momentum = 0.9f, .weight_decay = 0.01f,
+                                                    .nesterov = true},
+                                      cpu::SgdHyper{.lr = 0.05f, .momentum = 0.8f, .dampening = 0.3f},
+                                      cpu::SgdHyper{.lr = 0.1f, .weight_decay = 0.05f}}) {
+        INFO("momentum = " << hyper.momentum << ", dampening = " << hyper.dampening
+                           << ", weight_decay = " << hyper.weight_decay << ", nesterov = " << hyper.nesterov);
+        const bool momentum = hyper.momentum != 0.0f;
+        auto param = initial;
+        std::vector<float> buffer(kN, 99.0f);  // ignored on the first step
+        DeviceBuffer<float> dparam(param);
+        DeviceBuffer<float> dbuffer(buffer);
+        for (int step = 0; step < 3; ++step) {
+            INFO("step " << step);
+            const auto grad = random_values(rng, kN);
+            const DeviceBuffer<float> dgrad(grad);
+            cpu::sgd_step(param.data(), grad.data(), momentum ? buffer.data() : nullptr, kN, hyper, step == 0);
+            gpu::sgd_step(dparam.get(), dgrad.get(), momentum ? dbuffer.get() : nullptr, kN, hyper, step == 0,
+                          stream);
+            require_all_close(dparam.download(stream), param);
+            if (momentum) {
+                require_all_close(dbuffer.download(stream), buffer);
+            }
+        }
+        require_changed(param, initial);
+    }
+    float* none = nullptr;
+    REQUIRE_THROWS_AS(gpu::sgd_step(none, none, none, 1, cpu::SgdHyper{.lr = 0.1f, .momentum = 0.9f}, true, stream),
+                      std::invalid_argument);
+    const cpu::SgdHyper damped_nesterov{.lr = 0.1f, .momentum = 0.9f, .dampening = 0.1f, .nesterov = true};
+    REQUIRE_THROWS_AS(gpu::sgd_step(none, none, none, 1, damped_nesterov, true, stream), std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::sgd_step(none, none, none, 1, cpu::SgdHyper{.lr = -1.0f}, true, stream),
+                      std::invalid_argument);
+}
+
+TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(910);
+    Stream stream;
+    const auto initial = random_values(rng, kN);
+    for (const cpu::AdamHyper hyper :
+         {cpu::AdamHyper{.lr = 1e-3f, .weight_decay = 0.01f},
+          cpu::AdamHyper{.lr = 1e-3f, .weight_decay = 0.01f, .decoupled_weight_decay = true},
+          // eps comparable to sqrt(v): its placement after the bias correction matters.
+          cpu::AdamHyper{.lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-2f, .weight_decay = 0.1f},
+          cpu::AdamHyper{.lr = 0.01f, .beta1 = 0.8f, .beta2 = 0.95f, .eps = 1e-2f, .weight_decay = 0.1f,
+                         .decoupled_weight_decay = true},
+          cpu::AdamHyper{.lr = 0.02f}}) {
+        INFO("lr = " << hyper.lr << ", beta1 = " << hyper.beta1 << ", beta2 = " << hyper.beta2 << ", eps = "
+                     << hyper.eps << ", weight_decay = " << hyper.weight_decay
+                     << ", decoupled = " << hyper.decoupled_weight_decay);
+        auto param = initial;
+        std::vector<float> m(kN, 0.0f), v(kN, 0.0f);
+        DeviceBuffer<float> dparam(param);
+        DeviceBuffer<float> dm(m);
+        DeviceBuffer<float> dv(v);
+        for (std::int64_t step = 1; step <= 3; ++step) {
+            INFO("step " << step);
+            const auto grad = random_values(rng, kN);
+            const DeviceBuffer<float> dgrad(grad);
+            cpu::adam_step(param.data(), grad.data(), m.data(), v.data(), kN, hyper, step);
+            gpu::adam_step(dparam.get(), dgrad.get(), dm.get(), dv.get(), kN, hyper, step, stream);
+            require_all_close(dparam.download(stream), param);
+            require_all_close(dm.download(stream), m, 1e-6);
+            require_all_close(dv.download(stream), v, 1e-6);
+        }
+        require_changed(param, initial);
+    }
+    float* none = nullptr;
+    REQUIRE_THROWS_AS(gpu::adam_step(none, none, none, none, 1, cpu::AdamHyper{}, 0, stream), std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::adam_step(none, none, none, none, 1, cpu::AdamHyper{.beta1 = 1.0f}, 1, stream),
+                      std::invalid_argument);
+    REQUIRE_THROWS_AS(gpu::adam_step(none, none, none, none, 1, cpu::AdamHyper{.lr = std::nanf("")}, 1, stream),
+                      std::invalid_argument);
+}
+
+TEST_CASE("cuda kernels accept empty inputs without launching", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    Stream stream;
+    float* none = nullptr;
+    REQUIRE_NOTHROW(gpu::fill(none, 0, 1.0f, stream));
+    REQUIRE_NOTHROW(gpu::copy(none, none, 0, stream));
+    REQUIRE_NOTHROW(gpu::scale(none, 0, 2.0f, stream));
+    REQUIRE_NOTHROW(gpu::axpy(2.0f, none, none, 0, stream));
+    REQUIRE_NOTHROW(gpu::add_row_bias(none, none, 0, 5, stream));
+    REQUIRE_NOTHROW(gpu::bias_gradient(none, none, 5, 0, stream));
+    REQUIRE_NOTHROW(gpu::relu_forward(none, none, 0, stream));
+    REQUIRE_NOTHROW(gpu::dropout_forward(none, nullptr, none, 0, 0.5f, stream));
+    REQUIRE_NOTHROW(gpu::mask_below(none, 0.5f, none, 0, stream));
+    REQUIRE_NOTHROW(gpu::sgd_step(none, none, none, 0, cpu::SgdHyper{.lr = 0.1f}, false, stream));
+    REQUIRE_NOTHROW(gpu::adam_step(none, none, none, none, 0, cpu::AdamHyper{}, 1, stream));
+    CUDA_REQUIRE(cudaStreamSynchronize(stream));
+
+    // bias_gradient over zero rows writes zeros, as the CPU does.
+    DeviceBuffer<float> dsums(7);
+    gpu::bias_gradient(none, dsums.get(), 0, 7, stream);
+    REQUIRE(dsums.download(stream) == std::vector<float>(7, 0.0f));
+}
