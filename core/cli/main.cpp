@@ -116,7 +116,7 @@ int main(int argc, char** argv) {
         ->check(CLI::Range(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
     app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
-    app.add_flag("--verbose", args.verbose, "print the plugin order, device choice and debug logs");
+    app.add_flag("--verbose", args.verbose, "print the plugin order, model moves, resume points and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     cli::InspectOptions inspect_args;
     CLI::App* inspect = app.add_subcommand("inspect", "print what a plugin declares, without creating it");

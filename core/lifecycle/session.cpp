@@ -56,6 +56,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         if (!devices_[i]->wants_core_objects()) continue;
         auto object = [&](th_resource_kind kind, const char* tag) {
             const th_handle handle = ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
+            core_objects_.push_back(handle);
             return ledger_->object(resources::kCoreOwner, handle, kind);
         };
         devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"), object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
@@ -87,6 +88,27 @@ Session::~Session() {
     // Instances go before their libraries (destroy always runs first).
     instances_.clear();
     fit_.reset();
+    release_core_objects();
+}
+
+// The devices stop using their handles before the core gives them back.
+void Session::release_core_objects() noexcept {
+    if (core_objects_.empty()) return;
+    for (auto& dev : devices_) {
+        if (!dev->wants_core_objects()) continue;
+        try {
+            dev->synchronize();
+        } catch (...) {
+        }
+        dev->adopt_core_objects(nullptr, nullptr, nullptr);
+    }
+    for (const th_handle& handle : core_objects_) {
+        try {
+            ledger_->release(resources::kCoreOwner, handle, 0);
+        } catch (...) {
+        }
+    }
+    core_objects_.clear();
 }
 
 void Session::load_data() {
@@ -229,6 +251,7 @@ SessionResult Session::run() {
         if (failed) break;
     }
     enter(Phase::core);
+    release_core_objects();
     record_leaks(ledger_->end_scope(TH_SCOPE_SESSION, "session_end", options_.config.on_violation));
     result.leaks = leaks_;
     result.misuses = ledger_->misuses();
@@ -383,6 +406,7 @@ void Session::train_fit(FitRecord& record) {
 // Forward passes only, cycling over the data's batches; each pass is a step, with
 // the validation batch hooks around it. Memory must be flat after the first pass.
 void Session::predict_fit(FitRecord& record) {
+    if (resume_) throw ConfigError("--resume: predict mode runs no training to resume");
     build_fit();
     FitState& fit = *fit_;
     dispatch(TH_HOOK_SETUP);
@@ -512,9 +536,10 @@ device::DeviceIndex Session::device_index(std::string_view name) const {
     for (const auto& dev : devices_) names.push_back(dev->name());
     throw resources::ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device '{}' in this run (devices: {}{})", name,
                                                                     fmt::join(names, ", "),
-                                                                    wanted.starts_with("cuda")
-                                                                        ? "; this build has no CUDA backend"
-                                                                        : ""));
+                                                                    !wanted.starts_with("cuda") ? ""
+                                                                    : device::cuda_built()
+                                                                        ? "; no such CUDA device answers"
+                                                                        : "; this build has no CUDA backend"));
 }
 
 void Session::request_move(resources::OwnerId, std::string_view device) {

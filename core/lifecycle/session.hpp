@@ -131,6 +131,7 @@ private:
     void check_steady_state();
     void enter(resources::Phase phase);
     void load_resume_checkpoint();
+    void release_core_objects() noexcept;
     void restore_checkpoint();
     void apply_pending_move();
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
@@ -145,6 +146,7 @@ private:
     device::DeviceIndex home_device_ = 0;   // where each fit builds the model
     device::DeviceIndex model_device_ = 0;  // where it is now
     std::optional<device::DeviceIndex> pending_move_;
+    std::vector<th_handle> core_objects_;  // the devices' own stream and library handles
 
     data::Dataset train_;
     data::Dataset validation_;

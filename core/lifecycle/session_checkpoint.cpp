@@ -42,6 +42,8 @@ void Session::state_write(resources::OwnerId owner, const void* bytes, std::uint
 }
 
 void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool weights_only) {
+    if (!fit_ || !fit_->model || !fit_->optimizer)
+        throw resources::ResourceError(TH_UNSUPPORTED, "there is no model to save: the fit failed before it was built");
     FitState& fit = *fit_;
     checkpoint::CheckpointData data;
     const bool epoch_done = state_.phase >= TH_HOOK_VALIDATION_START;

@@ -2,6 +2,7 @@
 
 #include "data/random.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 namespace trainhost::nn {
@@ -94,7 +95,7 @@ void Dropout::backward(const float*, const float*, const float* dy, float* dx, s
 
 Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name,
                data::Rng& rng)
-    : Layer(context.backend), shape_(shape) {
+    : Layer(context.backend), ledger_(context.ledger), max_rows_(context.max_rows), name_(name), shape_(shape) {
     const auto fan_in = static_cast<std::size_t>(shape.channels) * shape.kernel * shape.kernel;
     const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
     const std::vector<std::size_t> weight_shape = {static_cast<std::size_t>(shape.filters),
@@ -106,8 +107,12 @@ Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, 
                                 Tensor(context.ledger, weight_shape, TH_SCOPE_FIT, name + ".weight.grad", context.device)});
     params_.push_back(Parameter{first_id + 1, name + ".bias", uniform_tensor(context, bias_shape, bound, rng, name + ".bias"),
                                 Tensor(context.ledger, bias_shape, TH_SCOPE_FIT, name + ".bias.grad", context.device)});
-    workspace_ = Tensor(context.ledger, {context.backend.conv_workspace(shape)}, TH_SCOPE_FIT, name + ".workspace",
-                        context.device);
+    workspace_ = make_workspace(context.backend, context.device);
+}
+
+Tensor Conv2d::make_workspace(device::Backend& backend, device::DeviceIndex device) const {
+    return Tensor(ledger_, {std::max<std::size_t>(1, backend.conv_workspace(with_rows(max_rows_)))}, TH_SCOPE_FIT,
+                  name_ + ".workspace", device);
 }
 
 std::size_t Conv2d::output_width() const noexcept {
@@ -130,7 +135,7 @@ void Conv2d::backward(const float* x, const float*, const float* dy, float* dx, 
 }
 
 void Conv2d::move_to(device::DeviceIndex target, device::Backend& backend) {
-    workspace_.move_to(target);
+    if (target != workspace_.buffer().device()) workspace_ = make_workspace(backend, target);  // scratch: nothing to copy
     Layer::move_to(target, backend);
 }
 

@@ -126,6 +126,11 @@ public:
 
 private:
     [[nodiscard]] device::ConvShape with_rows(std::size_t rows) const noexcept;
+    // Sized by the backend for the largest batch: backends need different amounts.
+    [[nodiscard]] Tensor make_workspace(device::Backend& backend, device::DeviceIndex device) const;
+    resources::Ledger& ledger_;
+    std::size_t max_rows_;
+    std::string name_;
     device::ConvShape shape_;
     std::vector<Parameter> params_;  // weight, bias
     Tensor workspace_;

@@ -56,23 +56,26 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
             if (--incoming[t] == 0) ready.insert(t);
     }
     if (order.size() != n) {
-        // Name one cycle: walk from any plugin left over until a plugin repeats.
-        std::vector<std::size_t> path;
+        // Name one cycle. Every plugin left over has a predecessor left over, so
+        // walking predecessors must come back to a plugin already seen.
         std::size_t at = 0;
         while (incoming[at] == 0) ++at;
+        std::vector<std::size_t> path;
         std::vector<bool> seen(n, false);
         while (!seen[at]) {
             seen[at] = true;
             path.push_back(at);
-            for (std::size_t t : edges[at])
-                if (incoming[t] > 0) {
-                    at = t;
+            for (std::size_t p = 0; p < n; ++p)
+                if (incoming[p] > 0 && edges[p].contains(at)) {
+                    at = p;
                     break;
                 }
         }
-        std::vector<std::string> names;
-        auto start = std::find(path.begin(), path.end(), at);
-        for (auto it = start; it != path.end(); ++it) names.push_back(plugins[*it].name);
+        // path[j] = at closes the cycle; edges run from each walked plugin to the one
+        // before it, so forward the cycle reads at, path[k-1], ..., path[j+1], at.
+        const auto start = std::find(path.begin(), path.end(), at);
+        std::vector<std::string> names = {plugins[at].name};
+        for (auto it = path.rbegin(); it != std::make_reverse_iterator(start + 1); ++it) names.push_back(plugins[*it].name);
         names.push_back(plugins[at].name);
         throw PluginLoadError(fmt::format("plugin order has a cycle: {} (from their after/before and reads/writes "
                                           "declarations)",

@@ -15,6 +15,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sys/wait.h>
+#include <thread>
 #include <unistd.h>
 
 extern char** environ;
@@ -84,8 +85,16 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
         output.append(buffer, static_cast<std::size_t>(got));
     }
     ::close(pipe_fds[0]);
+    // The child may close its output and still not exit: the same deadline holds.
     int status = 0;
-    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    for (;;) {
+        const pid_t done = ::waitpid(child, &status, WNOHANG);
+        if (done == child || (done < 0 && errno != EINTR)) break;
+        if (std::chrono::steady_clock::now() >= deadline && !timed_out) {
+            timed_out = true;
+            ::kill(child, SIGKILL);
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const auto result = output.rfind("RESULT ");
@@ -99,7 +108,8 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
         outcome.message = fmt::format("crashed with signal {} ({}){}", WTERMSIG(status), strsignal(WTERMSIG(status)),
                                       last_line.empty() ? "" : " (last: " + last_line + ")");
     } else if (result == std::string::npos) {
-        outcome.message = fmt::format("the test process exited with {} and no result", WEXITSTATUS(status));
+        outcome.message = fmt::format("the test process exited with {} and no result{}", WEXITSTATUS(status),
+                                      last_line.empty() ? "" : " (last: " + last_line + ")");
     } else {
         std::string line = output.substr(result + 7);
         line = line.substr(0, line.find('\n'));

@@ -333,7 +333,7 @@ TEST_CASE("iterative_pruning: lottery tickets, early stopping and checkpoints le
     REQUIRE(fits.size() == 20);
     const auto& first = fits[0];
     for (const auto& fit : fits) {
-        INFO("fit " << fit["index"]);
+        INFO("fit " << fit["fit"]);
         CHECK(fit["memory_after_teardown"]["bytes_in_use"] == 0);
         CHECK(fit["memory_after_teardown"]["bytes_reserved"] == 0);
         for (const auto& owner : fit["memory_after_teardown"]["by_owner"]) CHECK(owner["bytes_in_use"] == 0);

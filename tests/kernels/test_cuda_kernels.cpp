@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
@@ -541,6 +542,83 @@ TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[
     REQUIRE_THROWS_AS(gpu::adam_step(none, none, none, none, 1, cpu::AdamHyper{.beta1 = 1.0f}, 1, stream),
                       std::invalid_argument);
     REQUIRE_THROWS_AS(gpu::adam_step(none, none, none, none, 1, cpu::AdamHyper{.lr = std::nanf("")}, 1, stream),
+                      std::invalid_argument);
+}
+
+TEST_CASE("cuda max_pool2d matches the CPU values, argmax and gradient", "[cuda]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(1011);
+    Stream stream;
+    // Overlapping windows, non-overlapping windows that leave a border unused,
+    // stride 1, and data with many exact ties (first maximum must win).
+    struct Case {
+        cpu::PoolShape shape;
+        bool ties;
+    };
+    for (const Case& c : std::vector<Case>{{{3, 5, 17, 13, 3, 2}, false},
+                                           {{2, 4, 9, 11, 2, 2}, false},
+                                           {{2, 3, 8, 8, 3, 1}, false},
+                                           {{4, 6, 12, 10, 3, 2}, true}}) {
+        const cpu::PoolShape& s = c.shape;
+        INFO("shape " << s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << ", kernel " << s.kernel
+                      << ", stride " << s.stride << ", ties " << c.ties);
+        const auto inputs = static_cast<std::size_t>(s.batch) * s.channels * s.height * s.width;
+        const auto outputs = static_cast<std::size_t>(s.batch) * s.channels * s.out_height() * s.out_width();
+        auto x = random_values(rng, inputs);
+        if (c.ties) {
+            for (float& v : x) {
+                v = std::round(v * 1.5f);  // a handful of values: -3 .. 3
+            }
+        }
+        std::vector<float> y(outputs);
+        std::vector<std::int32_t> argmax(outputs);
+        cpu::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
+
+        const DeviceBuffer<float> dx_in(x);
+        DeviceBuffer<float> dy_out(outputs);
+        DeviceBuffer<std::int32_t> dargmax(outputs);
+        gpu::max_pool2d_forward(s, dx_in.get(), dy_out.get(), dargmax.get(), stream);
+        REQUIRE(dy_out.download(stream) == y);  // a selection: exact
+        REQUIRE(dargmax.download(stream) == argmax);
+        DeviceBuffer<float> dy_only(outputs);
+        gpu::max_pool2d_forward(s, dx_in.get(), dy_only.get(), nullptr, stream);
+        REQUIRE(dy_only.download(stream) == y);
+
+        const auto dy = random_values(rng, outputs);
+        std::vector<float> dx(inputs);
+        cpu::max_pool2d_backward(s, dy.data(), argmax.data(), dx.data());
+        const DeviceBuffer<float> ddy(dy);
+        DeviceBuffer<float> ddx(inputs);  // starts NaN: every element must be written
+        gpu::max_pool2d_backward(s, ddy.get(), dargmax.get(), ddx.get(), stream);
+        require_all_close(ddx.download(stream), dx);
+    }
+
+    // NaN propagates into the output and the argmax, as on the CPU.
+    const cpu::PoolShape s{1, 2, 6, 6, 2, 2};
+    auto x = random_values(rng, 72);
+    x[8] = std::numeric_limits<float>::quiet_NaN();       // plane 0, row 1, col 2: inside window (0, 1), not first
+    x[36 + 0] = std::numeric_limits<float>::quiet_NaN();  // plane 1, first element of a window
+    std::vector<float> y(18);
+    std::vector<std::int32_t> argmax(18);
+    cpu::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
+    const DeviceBuffer<float> dx_in(x);
+    DeviceBuffer<float> dy_out(18);
+    DeviceBuffer<std::int32_t> dargmax(18);
+    gpu::max_pool2d_forward(s, dx_in.get(), dy_out.get(), dargmax.get(), stream);
+    const auto got = dy_out.download(stream);
+    REQUIRE(dargmax.download(stream) == argmax);
+    for (std::size_t i = 0; i < y.size(); ++i) {
+        INFO("output " << i);
+        REQUIRE(std::isnan(got[i]) == std::isnan(y[i]));
+        if (!std::isnan(y[i])) {
+            REQUIRE(got[i] == y[i]);
+        }
+    }
+    REQUIRE(std::isnan(y[1]));
+    REQUIRE(std::isnan(y[9]));
+
+    const cpu::PoolShape too_big{1, 1, 2, 2, 3, 1};
+    REQUIRE_THROWS_AS(gpu::max_pool2d_forward(too_big, dx_in.get(), dy_out.get(), nullptr, stream),
                       std::invalid_argument);
 }
 

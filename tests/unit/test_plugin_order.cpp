@@ -44,6 +44,11 @@ TEST_CASE("a cycle is a load error naming the plugins", "[order]") {
                           Catch::Contains("plugin order has a cycle: b -> a -> b"));
     CHECK_THROWS_AS(resolve_order({{"a", {}, {}, {"metric:x"}, {"metric:y"}}, {"b", {}, {}, {"metric:y"}, {"metric:x"}}}),
                     PluginLoadError);
+    // A plugin downstream of the cycle is not named as part of it.
+    CHECK_THROWS_WITH(resolve_order({{"a", {"c"}, {}, {}, {}}, {"b", {"a"}, {}, {}, {}}, {"c", {"b"}, {}, {}, {}},
+                                     {"d", {"a"}, {}, {}, {}}}),
+                      Catch::Contains("a -> b -> c -> a") || Catch::Contains("b -> c -> a -> b") ||
+                          Catch::Contains("c -> a -> b -> c"));
 }
 
 TEST_CASE("two writers of the same thing must be ordered explicitly", "[order]") {

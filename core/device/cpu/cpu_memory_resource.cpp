@@ -7,6 +7,9 @@
 namespace trainhost::device {
 
 void* CpuMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
+    // Beyond any machine's memory, and the rounding below must not wrap around.
+    constexpr std::size_t kLargest = std::size_t{1} << 44;
+    if (bytes > kLargest) return nullptr;
     reserved = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
     void* address = std::aligned_alloc(kAlignment, reserved);
     if (address == nullptr) return nullptr;

@@ -1,0 +1,200 @@
+#include "device/cuda/cuda_backend.hpp"
+
+#include "device/cuda/cuda_check.hpp"
+#include "kernels/cpu/elementwise.hpp"
+#include "kernels/cuda/kernels.hpp"
+
+#include <algorithm>
+#include <vector>
+
+namespace trainhost::device {
+
+namespace kc = kernels::cuda;
+
+void CudaBackend::bind(cudaStream_t stream, cublasHandle_t blas, cudnnHandle_t dnn) {
+    stream_ = stream;
+    blas_ = blas;
+    dnn_ = dnn;
+    TRAINHOST_CUDA_CHECK(cublasSetStream(blas_, stream_));
+    TRAINHOST_CUDA_CHECK(cudnnSetStream(dnn_, stream_));
+    // Reproducible results, as on the CPU: no atomics-based reductions in cuBLAS.
+    TRAINHOST_CUDA_CHECK(cublasSetAtomicsMode(blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
+}
+
+// Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
+void CudaBackend::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
+                       const float* b, int ldb, float beta, float* c, int ldc) {
+    TRAINHOST_CUDA_CHECK(cublasSgemm(blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                     n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
+}
+
+void CudaBackend::add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+    kc::add_row_bias(y, bias, rows, cols, stream_);
+}
+
+void CudaBackend::bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+    kc::bias_gradient(dy, dbias, rows, cols, stream_);
+}
+
+void CudaBackend::activation_forward(Activation kind, const float* x, float* y, std::size_t n) {
+    switch (kind) {
+    case Activation::relu: kc::relu_forward(x, y, n, stream_); break;
+    case Activation::sigmoid: kc::sigmoid_forward(x, y, n, stream_); break;
+    case Activation::tanh: kc::tanh_forward(x, y, n, stream_); break;
+    }
+}
+
+void CudaBackend::activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) {
+    switch (kind) {
+    case Activation::relu: kc::relu_backward(y, dy, dx, n, stream_); break;
+    case Activation::sigmoid: kc::sigmoid_backward(y, dy, dx, n, stream_); break;
+    case Activation::tanh: kc::tanh_backward(y, dy, dx, n, stream_); break;
+    }
+}
+
+void CudaBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
+    kc::dropout_forward(x, keep, y, n, p, stream_);
+}
+
+void CudaBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) {
+    kc::dropout_backward(dy, keep, dx, n, p, stream_);
+}
+
+double CudaBackend::loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
+                         std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) {
+    switch (kind) {
+    case LossKind::cross_entropy: {
+        int hits = 0;
+        const double value = kc::cross_entropy(output, labels, static_cast<int>(rows), static_cast<int>(cols), grad,
+                                               correct ? &hits : nullptr, stream_);
+        if (correct) *correct = static_cast<std::size_t>(hits);
+        return value;
+    }
+    case LossKind::bce_with_logits: return kc::bce_with_logits(output, targets, rows * cols, grad, stream_);
+    case LossKind::mse: return kc::mse(output, targets, rows * cols, grad, stream_);
+    }
+    return 0;
+}
+
+void CudaBackend::sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
+                           bool first_step) {
+    kc::sgd_step(param, grad, momentum, n, hyper, first_step, stream_);
+}
+
+void CudaBackend::adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                            const AdamHyper& hyper, std::int64_t step) {
+    kc::adam_step(param, grad, exp_avg, exp_avg_sq, n, hyper, step, stream_);
+}
+
+void CudaBackend::fill(float* y, std::size_t n, float value) { kc::fill(y, n, value, stream_); }
+
+void CudaBackend::copy(const float* x, float* y, std::size_t n) { kc::copy(x, y, n, stream_); }
+
+void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) { kc::multiply_by_mask(x, mask, n, stream_); }
+
+void CudaBackend::mask_below(const float* x, float threshold, float* mask, std::size_t n) {
+    kc::mask_below(x, threshold, mask, n, stream_);
+}
+
+// Selection runs on the host: it happens once per pruning step, not per batch.
+float CudaBackend::kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) {
+    if (k == 0) return 0.0f;
+    std::vector<float> kept, values, mask;
+    for (const MaskedSpan& span : spans) {
+        values.resize(span.n);
+        TRAINHOST_CUDA_CHECK(cudaMemcpyAsync(values.data(), span.values, span.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        if (span.mask) {
+            mask.resize(span.n);
+            TRAINHOST_CUDA_CHECK(cudaMemcpyAsync(mask.data(), span.mask, span.n * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+        }
+        TRAINHOST_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        for (std::size_t i = 0; i < span.n; ++i)
+            if (span.mask == nullptr || mask[i] != 0.0f) kept.push_back(values[i]);
+    }
+    return kernels::cpu::magnitude_threshold(kept.data(), kept.size(), static_cast<std::size_t>(k));
+}
+
+namespace {
+
+// cuDNN descriptors for one call; destroyed when the call ends.
+struct ConvDescriptors {
+    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
+    cudnnFilterDescriptor_t w = nullptr;
+    cudnnConvolutionDescriptor_t conv = nullptr;
+    explicit ConvDescriptors(const ConvShape& s) {
+        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&x));
+        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&y));
+        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&bias));
+        TRAINHOST_CUDA_CHECK(cudnnCreateFilterDescriptor(&w));
+        TRAINHOST_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&conv));
+        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch, s.channels, s.height, s.width));
+        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch, s.filters,
+                                                        s.out_height(), s.out_width()));
+        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.filters, 1, 1));
+        TRAINHOST_CUDA_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.filters, s.channels, s.kernel, s.kernel));
+        TRAINHOST_CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv, s.padding, s.padding, s.stride, s.stride, 1, 1,
+                                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        // fp32 results to compare with the CPU at 1e-5: no TF32 tensor-core math.
+        TRAINHOST_CUDA_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
+    }
+    ~ConvDescriptors() {
+        cudnnDestroyConvolutionDescriptor(conv);
+        cudnnDestroyFilterDescriptor(w);
+        cudnnDestroyTensorDescriptor(bias);
+        cudnnDestroyTensorDescriptor(y);
+        cudnnDestroyTensorDescriptor(x);
+    }
+    ConvDescriptors(const ConvDescriptors&) = delete;
+    ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+};
+
+// Deterministic algorithms, as on the CPU; the workspace covers the largest of them.
+constexpr cudnnConvolutionFwdAlgo_t kForward = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+constexpr cudnnConvolutionBwdDataAlgo_t kBackwardData = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+constexpr cudnnConvolutionBwdFilterAlgo_t kBackwardFilter = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+
+}  // namespace
+
+std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
+    // Sized for the largest batch the layer will see; cuDNN needs a handle to ask.
+    ConvDescriptors d(s);
+    std::size_t forward = 0, data = 0, filter = 0;
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(dnn_, d.x, d.w, d.conv, d.y, kForward, &forward));
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, d.w, d.y, d.conv, d.x, kBackwardData, &data));
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, d.x, d.y, d.conv, d.w, kBackwardFilter, &filter));
+    return (std::max({forward, data, filter}) + sizeof(float) - 1) / sizeof(float) + 1;
+}
+
+void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
+                                 float* workspace) {
+    ConvDescriptors d(s);
+    const float one = 1.0f, zero = 0.0f;
+    const std::size_t bytes = conv_workspace(s) * sizeof(float);
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x, x, d.w, weight, d.conv, kForward, workspace, bytes, &zero, d.y, y));
+    TRAINHOST_CUDA_CHECK(cudnnAddTensor(dnn_, &one, d.bias, bias, &one, d.y, y));
+}
+
+void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
+                                  float* dweight, float* dbias, float* dx, float* workspace) {
+    ConvDescriptors d(s);
+    const float one = 1.0f, zero = 0.0f;
+    const std::size_t bytes = conv_workspace(s) * sizeof(float);
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x, x, d.y, dy, d.conv, kBackwardFilter, workspace, bytes,
+                                                        &zero, d.w, dweight));
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardBias(dnn_, &one, d.y, dy, &zero, d.bias, dbias));
+    if (dx != nullptr)
+        TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardData(dnn_, &one, d.w, weight, d.y, dy, d.conv, kBackwardData, workspace,
+                                                          bytes, &zero, d.x, dx));
+}
+
+// Pooling keeps the argmax of the forward pass, as on the CPU, so both backends share
+// one layer and one backward rule (cuDNN's pooling backward wants x and y instead).
+void CudaBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
+    kc::max_pool2d_forward(s, x, y, argmax, stream_);
+}
+
+void CudaBackend::max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) {
+    kc::max_pool2d_backward(s, dy, argmax, dx, stream_);
+}
+
+}  // namespace trainhost::device

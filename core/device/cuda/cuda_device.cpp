@@ -1,0 +1,223 @@
+#include "device/cuda/cuda_device.hpp"
+
+#include "device/cuda/cuda_backend.hpp"
+#include "device/cuda/cuda_check.hpp"
+
+#include <cstring>
+#include <new>
+
+namespace trainhost::device {
+
+namespace {
+
+// The handle plus its workspace: a BLAS lease is both.
+struct CudaBlasContext {
+    cublasHandle_t handle = nullptr;
+    void* workspace = nullptr;
+};
+
+constexpr std::size_t kGranularity = 512;  // what the pool rounds small allocations to
+
+}  // namespace
+
+CudaProbe probe_cuda() noexcept {
+    int count = 0;
+    const cudaError_t status = cudaGetDeviceCount(&count);
+    if (status != cudaSuccess) return CudaProbe{0, std::string("no CUDA device: ") + cudaGetErrorString(status)};
+    if (count == 0) return CudaProbe{0, "no CUDA device: the driver reports none"};
+    return CudaProbe{count, ""};
+}
+
+CudaMemoryResource::CudaMemoryResource(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {
+    TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = ordinal_;
+    TRAINHOST_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
+    // Keep freed memory cached in the pool between steps: flat after the first step.
+    std::uint64_t keep = ~std::uint64_t{0};
+    TRAINHOST_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+}
+
+CudaMemoryResource::~CudaMemoryResource() {
+    if (pool_ != nullptr) {
+        cudaSetDevice(ordinal_);
+        if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+        cudaMemPoolDestroy(pool_);
+    }
+}
+
+void* CudaMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
+    reserved = (bytes + kGranularity - 1) / kGranularity * kGranularity;
+    void* address = nullptr;
+    if (cudaSetDevice(ordinal_) != cudaSuccess ||
+        cudaMallocFromPoolAsync(&address, bytes, pool_, stream_) != cudaSuccess) {
+        cudaGetLastError();  // clear the sticky-free error state for the next call
+        return nullptr;
+    }
+    stats_.in_use += bytes;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    ++stats_.allocations;
+    return address;
+}
+
+void CudaMemoryResource::deallocate(void* address, std::size_t bytes, std::size_t) noexcept {
+    if (address == nullptr) return;
+    cudaSetDevice(ordinal_);
+    cudaFreeAsync(address, stream_);
+    stats_.in_use -= bytes;
+    --stats_.allocations;
+}
+
+void CudaMemoryResource::copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) {
+    TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));
+    TRAINHOST_CUDA_CHECK(cudaMemcpyAsync(host_dst, device_src, bytes, cudaMemcpyDeviceToHost, stream_));
+    TRAINHOST_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaMemoryResource::copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) {
+    TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));
+    TRAINHOST_CUDA_CHECK(cudaMemcpyAsync(device_dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+    // The host buffer may go away when this returns.
+    TRAINHOST_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaMemoryResource::trim() noexcept {
+    cudaSetDevice(ordinal_);
+    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
+    cudaMemPoolTrimTo(pool_, 0);
+}
+
+MemoryStats CudaMemoryResource::stats() const noexcept {
+    MemoryStats stats = stats_;
+    std::uint64_t reserved = 0;
+    if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess)
+        stats.reserved = reserved;
+    return stats;
+}
+
+void* CudaPinnedResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
+    reserved = bytes;
+    void* address = nullptr;
+    if (cudaMallocHost(&address, bytes) != cudaSuccess) {
+        cudaGetLastError();
+        return nullptr;
+    }
+    stats_.in_use += bytes;
+    stats_.reserved += bytes;
+    stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
+    ++stats_.allocations;
+    return address;
+}
+
+void CudaPinnedResource::deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept {
+    if (address == nullptr) return;
+    cudaFreeHost(address);
+    stats_.in_use -= bytes;
+    stats_.reserved -= reserved;
+    --stats_.allocations;
+}
+
+void CudaPinnedResource::copy_to_host(void* host_dst, const void* src, std::size_t bytes) { std::memcpy(host_dst, src, bytes); }
+
+void CudaPinnedResource::copy_from_host(void* dst, const void* host_src, std::size_t bytes) {
+    std::memcpy(dst, host_src, bytes);
+}
+
+CudaDevice::CudaDevice(int ordinal)
+    : ordinal_(ordinal), name_("cuda:" + std::to_string(ordinal)),
+      memory_(std::make_unique<CudaMemoryResource>(ordinal, name_)),
+      pinned_(std::make_unique<CudaPinnedResource>(name_ + "/pinned")), backend_(std::make_unique<CudaBackend>(ordinal)) {}
+
+CudaDevice::~CudaDevice() = default;
+
+Backend& CudaDevice::backend() noexcept { return *backend_; }
+
+void CudaDevice::adopt_core_objects(void* stream, void* blas, void* dnn) {
+    if (stream == nullptr) {  // the core takes them back
+        memory_->bind_stream(nullptr);
+        backend_->unbind();
+        return;
+    }
+    auto* stream_handle = static_cast<cudaStream_t>(stream);
+    memory_->bind_stream(stream_handle);
+    backend_->bind(stream_handle, static_cast<CudaBlasContext*>(blas)->handle, static_cast<cudnnHandle_t>(dnn));
+}
+
+void* CudaDevice::create_object(th_resource_kind kind) noexcept {
+    if (cudaSetDevice(ordinal_) != cudaSuccess) return nullptr;
+    switch (kind) {
+    case TH_RESOURCE_STREAM: {
+        cudaStream_t stream = nullptr;
+        return cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess ? stream : nullptr;
+    }
+    case TH_RESOURCE_EVENT: {
+        cudaEvent_t event = nullptr;
+        return cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess ? event : nullptr;
+    }
+    case TH_RESOURCE_BLAS_HANDLE: {
+        auto* context = new (std::nothrow) CudaBlasContext();
+        if (context == nullptr) return nullptr;
+        if (cublasCreate(&context->handle) != CUBLAS_STATUS_SUCCESS ||
+            cudaMalloc(&context->workspace, kBlasWorkspaceBytes) != cudaSuccess ||
+            cublasSetWorkspace(context->handle, context->workspace, kBlasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS) {
+            destroy_object(kind, context);
+            return nullptr;
+        }
+        return context;
+    }
+    case TH_RESOURCE_DNN_HANDLE: {
+        cudnnHandle_t handle = nullptr;
+        return cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS ? handle : nullptr;
+    }
+    default: return nullptr;
+    }
+}
+
+void CudaDevice::destroy_object(th_resource_kind kind, void* object) noexcept {
+    cudaSetDevice(ordinal_);
+    switch (kind) {
+    case TH_RESOURCE_STREAM:
+        cudaStreamSynchronize(static_cast<cudaStream_t>(object));
+        cudaStreamDestroy(static_cast<cudaStream_t>(object));
+        break;
+    case TH_RESOURCE_EVENT: cudaEventDestroy(static_cast<cudaEvent_t>(object)); break;
+    case TH_RESOURCE_BLAS_HANDLE: {
+        auto* context = static_cast<CudaBlasContext*>(object);
+        if (context->handle) cublasDestroy(context->handle);
+        if (context->workspace) cudaFree(context->workspace);
+        delete context;
+        break;
+    }
+    case TH_RESOURCE_DNN_HANDLE: cudnnDestroy(static_cast<cudnnHandle_t>(object)); break;
+    default: break;
+    }
+}
+
+std::uint64_t CudaDevice::object_bytes(th_resource_kind kind) const noexcept {
+    return kind == TH_RESOURCE_BLAS_HANDLE ? kBlasWorkspaceBytes : 0;
+}
+
+void CudaDevice::stream_synchronize(void* stream) {
+    TRAINHOST_CUDA_CHECK(cudaStreamSynchronize(static_cast<cudaStream_t>(stream)));
+}
+
+void CudaDevice::event_record(void* event, void* stream) {
+    TRAINHOST_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
+}
+
+bool CudaDevice::event_query(void* event) { return cudaEventQuery(static_cast<cudaEvent_t>(event)) == cudaSuccess; }
+
+void CudaDevice::synchronize() {
+    TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));
+    TRAINHOST_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+std::optional<std::uint64_t> CudaDevice::driver_free_bytes() const {
+    std::size_t free = 0, total = 0;
+    if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+    return free;
+}
+
+}  // namespace trainhost::device

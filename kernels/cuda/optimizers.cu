@@ -1,0 +1,182 @@
+// CUDA twins of kernels/cpu/optimizers.cpp: one fused kernel per step.
+//
+// Validation, the scalar coefficients (computed in double on the host and
+// rounded once) and the per-element float arithmetic are those of the CPU
+// code, in the same order. The explicit __f*_rn intrinsics keep nvcc from
+// fusing a multiply and an add into an FMA and use IEEE division and square
+// root whatever the compiler flags, so the result matches the CPU bit for bit
+// (given a CPU build that does not contract either).
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/kernels.hpp"
+
+#include <cmath>
+#include <stdexcept>
+#include <string>
+
+namespace trainhost::kernels::cuda {
+namespace {
+
+using cpu::AdamHyper;
+using cpu::SgdHyper;
+using detail::check_launch;
+using detail::first_index;
+using detail::grid_stride;
+using detail::kThreads;
+
+// --- validation: the same conditions and messages as the CPU ----------------------
+
+void require(bool condition, const std::string& message) {
+    if (!condition) {
+        throw std::invalid_argument(message);
+    }
+}
+
+// False for NaN as well, so NaN hyperparameters are rejected.
+bool is_non_negative(float x) { return x >= 0.0f; }
+
+void validate(const SgdHyper& hyper, const float* momentum_buffer) {
+    require(is_non_negative(hyper.lr), "sgd_step: lr must be >= 0, got " + std::to_string(hyper.lr));
+    require(is_non_negative(hyper.momentum), "sgd_step: momentum must be >= 0, got " + std::to_string(hyper.momentum));
+    require(is_non_negative(hyper.weight_decay),
+            "sgd_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
+    require(std::isfinite(hyper.dampening), "sgd_step: dampening must be finite");
+    require(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f),
+            "sgd_step: Nesterov momentum requires a momentum and zero dampening");
+    require(hyper.momentum == 0.0f || momentum_buffer != nullptr,
+            "sgd_step: momentum != 0 needs a momentum buffer");
+}
+
+void validate(const AdamHyper& hyper, std::int64_t step) {
+    require(step >= 1, "adam_step: step is 1-based, got " + std::to_string(step));
+    require(is_non_negative(hyper.lr), "adam_step: lr must be >= 0, got " + std::to_string(hyper.lr));
+    require(is_non_negative(hyper.eps), "adam_step: eps must be >= 0, got " + std::to_string(hyper.eps));
+    require(is_non_negative(hyper.weight_decay),
+            "adam_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
+    require(hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f,
+            "adam_step: beta1 must be in [0, 1), got " + std::to_string(hyper.beta1));
+    require(hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f,
+            "adam_step: beta2 must be in [0, 1), got " + std::to_string(hyper.beta2));
+}
+
+// --- kernels -------------------------------------------------------------------------
+
+struct SgdCoefficients {
+    float lr;
+    float momentum;
+    float weight_decay;
+    float momentum_grad_weight;  // float(1 - dampening), computed in double
+    bool use_momentum;
+    bool nesterov;
+    bool first_step;
+};
+
+__global__ void sgd_step_kernel(float* param, const float* grad, float* momentum_buffer, std::size_t n,
+                                SgdCoefficients k) {
+    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
+        const float p = param[i];
+        float direction = grad[i];
+        if (k.weight_decay != 0.0f) {
+            direction = __fadd_rn(direction, __fmul_rn(k.weight_decay, p));
+        }
+        if (k.use_momentum) {
+            // PyTorch initialises the buffer to a clone of the first direction,
+            // without the (1 - dampening) factor.
+            const float buffer =
+                k.first_step ? direction
+                             : __fadd_rn(__fmul_rn(momentum_buffer[i], k.momentum),
+                                         __fmul_rn(k.momentum_grad_weight, direction));
+            momentum_buffer[i] = buffer;
+            direction = k.nesterov ? __fadd_rn(direction, __fmul_rn(k.momentum, buffer)) : buffer;
+        }
+        param[i] = __fadd_rn(p, __fmul_rn(-k.lr, direction));
+    }
+}
+
+struct AdamCoefficients {
+    float beta1;
+    float beta2;
+    float eps;
+    float weight_decay;
+    float step_size;               // float(lr / (1 - beta1^step))
+    float bias_correction2_sqrt;   // float(sqrt(1 - beta2^step))
+    float decoupled_decay_factor;  // float(1 - lr * weight_decay)
+    float one_minus_beta1;
+    float one_minus_beta2;
+    bool has_weight_decay;
+    bool decoupled_weight_decay;
+};
+
+__global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+                                 AdamCoefficients k) {
+    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
+        float p = param[i];
+        float g = grad[i];
+        if (k.has_weight_decay) {
+            if (k.decoupled_weight_decay) {
+                p = __fmul_rn(p, k.decoupled_decay_factor);
+            } else {
+                g = __fadd_rn(g, __fmul_rn(k.weight_decay, p));
+            }
+        }
+        const float m = __fadd_rn(__fmul_rn(k.beta1, exp_avg[i]), __fmul_rn(k.one_minus_beta1, g));
+        // one_minus_beta2 * g * g groups as (one_minus_beta2 * g) * g, as in C++.
+        const float v = __fadd_rn(__fmul_rn(k.beta2, exp_avg_sq[i]), __fmul_rn(__fmul_rn(k.one_minus_beta2, g), g));
+        exp_avg[i] = m;
+        exp_avg_sq[i] = v;
+        const float denom = __fadd_rn(__fdiv_rn(__fsqrt_rn(v), k.bias_correction2_sqrt), k.eps);
+        param[i] = __fadd_rn(p, __fdiv_rn(__fmul_rn(-k.step_size, m), denom));
+    }
+}
+
+}  // namespace
+
+void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size_t n, const cpu::SgdHyper& hyper,
+              bool first_step, cudaStream_t stream) {
+    validate(hyper, momentum_buffer);
+    if (n == 0) {
+        return;
+    }
+    SgdCoefficients k{};
+    k.lr = hyper.lr;
+    k.momentum = hyper.momentum;
+    k.weight_decay = hyper.weight_decay;
+    // PyTorch computes 1 - dampening as a Python float before the tensor op.
+    k.momentum_grad_weight = static_cast<float>(1.0 - static_cast<double>(hyper.dampening));
+    k.use_momentum = hyper.momentum != 0.0f;
+    k.nesterov = hyper.nesterov;
+    k.first_step = first_step;
+    sgd_step_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, k);
+    check_launch("sgd_step");
+}
+
+void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
+               const cpu::AdamHyper& hyper, std::int64_t step, cudaStream_t stream) {
+    validate(hyper, step);
+    if (n == 0) {
+        return;
+    }
+    // Scalars PyTorch evaluates in Python (double) precision, as on the CPU.
+    const double lr = hyper.lr;
+    const double beta1 = hyper.beta1;
+    const double beta2 = hyper.beta2;
+    const double steps = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(beta1, steps);
+    const double bias_correction2 = 1.0 - std::pow(beta2, steps);
+    AdamCoefficients k{};
+    k.beta1 = hyper.beta1;
+    k.beta2 = hyper.beta2;
+    k.eps = hyper.eps;
+    k.weight_decay = hyper.weight_decay;
+    k.step_size = static_cast<float>(lr / bias_correction1);
+    k.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
+    k.decoupled_decay_factor = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
+    k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
+    k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    k.has_weight_decay = hyper.weight_decay != 0.0f;
+    k.decoupled_weight_decay = hyper.decoupled_weight_decay;
+    adam_step_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, k);
+    check_launch("adam_step");
+}
+
+}  // namespace trainhost::kernels::cuda

@@ -1,0 +1,78 @@
+// The CUDA backend end to end. Compiled wherever the toolkit is; each test skips
+// with "no CUDA device" where no GPU answers.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+bool no_gpu(const test_support::RunResult& run) {
+    if (run.exit_code == 1 && run.err.find("no CUDA device") != std::string::npos) {
+        WARN("no CUDA device");
+        return true;
+    }
+    return false;
+}
+
+nlohmann::json report(const TempDir& dir, const std::string& name) {
+    return nlohmann::json::parse(test_support::read_file(dir.path() / name));
+}
+
+}  // namespace
+
+TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3)).string();
+    auto gpu = run_trainhost({"--config", config, "--device", "cuda", "--report", (dir.path() / "gpu.json").string()});
+    if (no_gpu(gpu)) return;
+    REQUIRE(gpu.exit_code == 0);
+    CHECK_THAT(gpu.last_line(), StartsWith("resources: clean"));
+    REQUIRE(run_trainhost({"--config", config, "--device", "cpu", "--report", (dir.path() / "cpu.json").string()}).exit_code == 0);
+    const auto g = report(dir, "gpu.json")["fits"][0];
+    const auto c = report(dir, "cpu.json")["fits"][0];
+    const double gl = g["final_metrics"]["val_loss"], cl = c["final_metrics"]["val_loss"];
+    CHECK(std::fabs(gl - cl) <= 1e-4 * std::fabs(cl));
+    CHECK(g["memory_after_teardown"]["bytes_in_use"] == 0);
+    CHECK(g["unaccounted_device_bytes"]["cuda:0"] == 0);
+}
+
+TEST_CASE("togpu moves the model from the CPU to the GPU, state and all", "[cuda]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.togpu]\ntarget = \"cuda\"\nwhen = \"every_epoch\"\n")).string();
+    auto run = run_trainhost({"--config", config, "--device", "cpu", "--plugins=togpu", "--verbose"});
+    if (run.exit_code == 4 && run.err.find("no device 'cuda'") != std::string::npos) {
+        WARN("no CUDA device");
+        return;
+    }
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("moved the model from cpu:0 to cuda:0"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
+TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
+    const std::string root = std::string(TRAINHOST_SOURCE_DIR) + "/examples/failures/";
+    TempDir dir;
+    auto probe = run_trainhost({"--config", root + "teardown.toml", "--device", "cuda", "--epochs", "0"});
+    if (no_gpu(probe)) return;
+    auto loop = run_trainhost({"--config", root + "forward_loop.toml", "--device", "cuda", "--report",
+                               (dir.path() / "loop.json").string()});
+    REQUIRE(loop.exit_code == 0);
+    const auto fit = report(dir, "loop.json")["fits"][0];
+    CHECK(fit["predict_memory"]["after_first_pass"]["bytes_in_use"] == fit["predict_memory"]["after_last_pass"]["bytes_in_use"]);
+    CHECK(fit["predict_memory"]["after_first_pass"]["bytes_reserved"] ==
+          fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
+    CHECK(fit["unaccounted_device_bytes"]["cuda:0"] == 0);
+    auto togpu = run_trainhost({"--config", root + "togpu_every_epoch.toml", "--plugins=togpu", "--epochs", "5",
+                                "--report", (dir.path() / "togpu.json").string()});
+    REQUIRE(togpu.exit_code == 0);
+    const auto epochs = report(dir, "togpu.json")["fits"][0]["epochs"];
+    for (const auto& epoch : epochs) CHECK(epoch["memory"]["bytes_in_use"] == epochs[0]["memory"]["bytes_in_use"]);
+}
