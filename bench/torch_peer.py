@@ -7,8 +7,13 @@ For each epoch only the training loop is timed (shuffle, batching, forward,
 loss, backward, optimizer step; no validation); the median of the per-epoch
 samples/s is printed as "<config name> <samples/s>", one line per config.
 
-    torch_peer.py [--threads N] [--epochs E] CONFIG.toml...
+    torch_peer.py [--threads N] [--epochs E] [--device cpu|cuda] [--json FILE] CONFIG.toml...
+
+With --device cuda the model and the data live on the GPU and each epoch's timing
+ends with a synchronisation. --json writes {"samples_per_second": ...} for the
+last config, for scripts.
 """
+import json
 import argparse
 import gzip
 import pathlib
@@ -47,28 +52,50 @@ def load_data(data, config_dir):
     return x[:train], y[:train]
 
 
-def build_model(layers, width):
+def build_model(layers, shape):
+    """shape: one sample's, [C, H, W] for images or [width]."""
     modules = []
+    width = int(np.prod(shape))
     for layer in layers:
         kind = layer["type"]
         if kind == "dense":
+            if len(shape) > 1:
+                modules.append(nn.Flatten())
             modules.append(nn.Linear(width, layer["units"]))
-            width = layer["units"]
+            width, shape = layer["units"], [layer["units"]]
+        elif kind == "conv2d":
+            k, s, p = layer.get("kernel", 3), layer.get("stride", 1), layer.get("padding", 0)
+            modules.append(nn.Conv2d(shape[0], layer["channels"], k, stride=s, padding=p))
+            shape = [layer["channels"], (shape[1] + 2 * p - k) // s + 1, (shape[2] + 2 * p - k) // s + 1]
+            width = int(np.prod(shape))
+        elif kind == "max_pool2d":
+            k = layer.get("kernel", 2)
+            s = layer.get("stride", k)
+            modules.append(nn.MaxPool2d(k, stride=s))
+            shape = [shape[0], (shape[1] - k) // s + 1, (shape[2] - k) // s + 1]
+            width = int(np.prod(shape))
+        elif kind == "flatten":
+            modules.append(nn.Flatten())
+            shape = [width]
         elif kind == "dropout":
             modules.append(nn.Dropout(layer.get("rate", 0.5)))
         else:
-            modules.append({"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh, "flatten": nn.Flatten}[kind]())
+            modules.append({"relu": nn.ReLU, "sigmoid": nn.Sigmoid, "tanh": nn.Tanh}[kind]())
     return nn.Sequential(*modules)
 
 
-def bench(config_path, epochs):
+def bench(config_path, epochs, device):
     config = tomllib.loads(config_path.read_text())
     data, opt = config.get("data", {}), config.get("optimizer", {})
     if opt.get("type", "adam") != "adam":
         raise SystemExit(f"{config_path}: torch_peer.py only implements adam")
     torch.manual_seed(config.get("seed", 42))
     x, y = load_data(data, config_path.parent)
-    model = build_model(config["model"]["layers"], x.shape[1])
+    layers = config["model"]["layers"]
+    if any(layer["type"] == "conv2d" for layer in layers):
+        x = x.reshape(-1, 1, 28, 28)
+    x, y = x.to(device), y.to(device)
+    model = build_model(layers, list(x.shape[1:])).to(device)
     loss_fn = {"cross_entropy": nn.CrossEntropyLoss, "bce_with_logits": nn.BCEWithLogitsLoss}[config["model"]["loss"]]()
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.get("lr", 1e-3), betas=(opt.get("beta1", 0.9), opt.get("beta2", 0.999)),
                                  eps=opt.get("eps", 1e-8), weight_decay=opt.get("weight_decay", 0.0))
@@ -78,13 +105,15 @@ def bench(config_path, epochs):
     rates = []
     for _ in range(epochs):
         start = time.perf_counter()
-        order = torch.randperm(len(x)) if shuffle else torch.arange(len(x))
+        order = (torch.randperm(len(x)) if shuffle else torch.arange(len(x))).to(device)
         for i in range(0, len(x), batch):
             index = order[i:i + batch]
             optimizer.zero_grad(set_to_none=True)
             loss = loss_fn(model(x[index]), y[index])
             loss.backward()
             optimizer.step()
+        if device == "cuda":
+            torch.cuda.synchronize()
         rates.append(len(x) / (time.perf_counter() - start))
     return statistics.median(rates)
 
@@ -93,12 +122,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
     parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--json", type=pathlib.Path, help="write the last config's samples/s as JSON")
     parser.add_argument("configs", nargs="+", type=pathlib.Path)
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     for path in args.configs:
-        print(f"{path.stem} {bench(path, args.epochs):.1f}", flush=True)
+        rate = bench(path, args.epochs, args.device)
+        print(f"{path.stem} {rate:.1f}", flush=True)
+        if args.json:
+            args.json.write_text(json.dumps({"config": str(path), "samples_per_second": rate}) + "\n")
 
 
 if __name__ == "__main__":

@@ -48,7 +48,7 @@ scenario iterative_pruning --config examples/failures/iterative_pruning.toml --d
 bench() {  # name, config, epochs
   "$bin" --config "$2" --device cuda --epochs "$3" --report "$out/$1.bench.json" >"$out/$1.bench.log" 2>&1 || {
     log "$1: trainhost failed"; status=1; return; }
-  python3 bench/torch_peer.py --config "$2" --epochs "$3" --device cuda --json "$out/$1.torch.json" >"$out/$1.torch.log" 2>&1 || {
+  python3 bench/torch_peer.py --epochs "$3" --device cuda --json "$out/$1.torch.json" "$2" >"$out/$1.torch.log" 2>&1 || {
     log "$1: torch peer failed (see $1.torch.log)"; return; }
   python3 - "$out/$1.bench.json" "$out/$1.torch.json" "$1" <<'PY' | tee -a "$out/gpu.log"
 import json, statistics, sys
