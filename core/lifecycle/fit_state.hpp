@@ -3,6 +3,9 @@
 
 #include "lifecycle/session.hpp"
 
+#include <stdexcept>
+#include <string>
+
 namespace trainhost::lifecycle {
 
 // Everything that lives exactly as long as one fit.
@@ -18,6 +21,16 @@ struct Session::FitState {
     device::LossKind loss = device::LossKind::cross_entropy;
     bool stop_requested = false;
     std::string stop_reason;
+};
+
+// Ends the fit's normal path; carries the exit code it deserves.
+class Session::FitFailure : public std::runtime_error {
+public:
+    FitFailure(const std::string& message, int exit_code) : std::runtime_error(message), exit_code_(exit_code) {}
+    [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
+
+private:
+    int exit_code_;
 };
 
 }  // namespace trainhost::lifecycle

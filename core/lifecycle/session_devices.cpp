@@ -1,0 +1,90 @@
+// Devices in a session: naming them, and the core-owned moves of the model
+// between them, verified before training goes on.
+#include "errors.hpp"
+#include "lifecycle/fit_state.hpp"
+#include "lifecycle/session.hpp"
+
+#include "device/device_registry.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+#include <ostream>
+
+namespace trainhost::lifecycle {
+
+using resources::Phase;
+
+device::DeviceIndex Session::device_index(std::string_view name) const {
+    const std::string wanted = name == "cpu" ? std::string("cpu:0") : name == "cuda" ? std::string("cuda:0") : std::string(name);
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
+        if (devices_[i]->name() == wanted) return i;
+    std::vector<std::string> names;
+    for (const auto& dev : devices_) names.push_back(dev->name());
+    throw resources::ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device '{}' in this run (devices: {}{})", name,
+                                                                    fmt::join(names, ", "),
+                                                                    !wanted.starts_with("cuda") ? ""
+                                                                    : device::cuda_built()
+                                                                        ? "; no such CUDA device answers"
+                                                                        : "; this build has no CUDA backend"));
+}
+
+void Session::request_move(resources::OwnerId, std::string_view device) {
+    // auto: the best device this run has (the first GPU, else the first CPU device).
+    if (device == "auto") {
+        const bool has_gpu = std::any_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->name() == "cuda:0"; });
+        pending_move_ = device_index(has_gpu ? "cuda:0" : "cpu:0");
+    } else {
+        pending_move_ = device_index(device);
+    }
+}
+
+// The core owns every move: parameters, gradients, activations, optimizer state and
+// attached plugin state go together, the old buffers are freed before this returns,
+// and nothing of the model may be left behind.
+void Session::apply_pending_move() {
+    if (!pending_move_) return;
+    const device::DeviceIndex target = *std::exchange(pending_move_, std::nullopt);
+    if (target == model_device_) return;
+    const device::DeviceIndex source = model_device_;
+    FitState& fit = *fit_;
+    device::Backend& backend = devices_[target]->backend();
+    fit.model->move_to(target, backend);
+    fit.optimizer->move_to(target, backend);
+    fit.labels.move_to(target);
+    fit.targets.move_to(target);
+    ledger_->relocate_attached(target);
+    model_device_ = target;
+    state_.device = devices_[target]->name().c_str();
+    if (options_.verbose)
+        out_ << fmt::format("moved the model from {} to {}\n", devices_[source]->name(), devices_[target]->name());
+    for (const resources::LeaseRecord& lease : ledger_->leases_on(source))
+        if (lease.owner == resources::kCoreOwner && lease.scope <= TH_SCOPE_FIT)
+            throw FitFailure(fmt::format("internal error: core lease {} ({}) stayed on {} after the move", lease.id,
+                                         lease.tag, devices_[source]->name()),
+                             kExitResourceContract);
+    if (options_.config.on_violation == resources::ViolationPolicy::ignore) return;
+    auto stranded = ledger_->stranded_on(source, "model_move", options_.config.on_violation);
+    if (stranded.empty()) return;
+    std::string first = resources::format_leak(stranded.front());
+    record_leaks(std::move(stranded));
+    if (options_.config.on_violation == resources::ViolationPolicy::fail)
+        throw FitFailure(fmt::format("resource contract violated at the model's move from {} to {}: {}",
+                                     devices_[source]->name(), devices_[target]->name(), first),
+                         kExitResourceContract);
+}
+
+MemorySnapshot Session::memory_snapshot() const {
+    MemorySnapshot snapshot;
+    for (const auto& dev : devices_) {
+        const device::MemoryStats stats = dev->memory().stats();
+        snapshot.in_use += stats.in_use;
+        snapshot.reserved += stats.reserved;
+    }
+    for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner) {
+        const resources::OwnerUsage& usage = ledger_->usage(owner);
+        snapshot.by_owner.push_back(OwnerBytes{ledger_->owner_name(owner), usage.bytes_in_use, usage.bytes_reserved});
+    }
+    return snapshot;
+}
+
+}  // namespace trainhost::lifecycle
