@@ -16,7 +16,9 @@ void require(bool condition, const std::string& message) {
 // False for NaN as well, so NaN hyperparameters are rejected.
 bool is_non_negative(float x) { return x >= 0.0f; }
 
-void validate(const SgdHyper& hyper, const float* momentum_buffer) {
+}  // namespace
+
+void validate_sgd(const SgdHyper& hyper, const float* momentum_buffer) {
     require(is_non_negative(hyper.lr), "sgd_step: lr must be >= 0, got " + std::to_string(hyper.lr));
     require(is_non_negative(hyper.momentum), "sgd_step: momentum must be >= 0, got " + std::to_string(hyper.momentum));
     require(is_non_negative(hyper.weight_decay),
@@ -28,7 +30,7 @@ void validate(const SgdHyper& hyper, const float* momentum_buffer) {
             "sgd_step: momentum != 0 needs a momentum buffer");
 }
 
-void validate(const AdamHyper& hyper, std::int64_t step) {
+void validate_adam(const AdamHyper& hyper, std::int64_t step) {
     require(step >= 1, "adam_step: step is 1-based, got " + std::to_string(step));
     require(is_non_negative(hyper.lr), "adam_step: lr must be >= 0, got " + std::to_string(hyper.lr));
     require(is_non_negative(hyper.eps), "adam_step: eps must be >= 0, got " + std::to_string(hyper.eps));
@@ -40,11 +42,10 @@ void validate(const AdamHyper& hyper, std::int64_t step) {
             "adam_step: beta2 must be in [0, 1), got " + std::to_string(hyper.beta2));
 }
 
-}  // namespace
 
 void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size_t n, const SgdHyper& hyper,
               bool first_step) {
-    validate(hyper, momentum_buffer);
+    validate_sgd(hyper, momentum_buffer);
     const bool use_momentum = hyper.momentum != 0.0f;
     // PyTorch computes 1 - dampening as a Python float before the tensor op.
     const auto momentum_grad_weight = static_cast<float>(1.0 - static_cast<double>(hyper.dampening));
@@ -67,7 +68,7 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
 
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const AdamHyper& hyper, std::int64_t step) {
-    validate(hyper, step);
+    validate_adam(hyper, step);
 
     // Scalars PyTorch evaluates in Python (double) precision. Computing the
     // bias corrections in float would visibly lose accuracy once beta^step is

@@ -54,4 +54,8 @@ struct AdamHyper {
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const AdamHyper& hyper, std::int64_t step);
 
+// The checks above, shared by every backend's twin so that all refuse alike.
+void validate_sgd(const SgdHyper& hyper, const float* momentum_buffer);
+void validate_adam(const AdamHyper& hyper, std::int64_t step);
+
 }  // namespace trainhost::kernels::cpu

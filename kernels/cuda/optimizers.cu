@@ -24,41 +24,6 @@ using detail::first_index;
 using detail::grid_stride;
 using detail::kThreads;
 
-// --- validation: the same conditions and messages as the CPU ----------------------
-
-void require(bool condition, const std::string& message) {
-    if (!condition) {
-        throw std::invalid_argument(message);
-    }
-}
-
-// False for NaN as well, so NaN hyperparameters are rejected.
-bool is_non_negative(float x) { return x >= 0.0f; }
-
-void validate(const SgdHyper& hyper, const float* momentum_buffer) {
-    require(is_non_negative(hyper.lr), "sgd_step: lr must be >= 0, got " + std::to_string(hyper.lr));
-    require(is_non_negative(hyper.momentum), "sgd_step: momentum must be >= 0, got " + std::to_string(hyper.momentum));
-    require(is_non_negative(hyper.weight_decay),
-            "sgd_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
-    require(std::isfinite(hyper.dampening), "sgd_step: dampening must be finite");
-    require(!hyper.nesterov || (hyper.momentum > 0.0f && hyper.dampening == 0.0f),
-            "sgd_step: Nesterov momentum requires a momentum and zero dampening");
-    require(hyper.momentum == 0.0f || momentum_buffer != nullptr,
-            "sgd_step: momentum != 0 needs a momentum buffer");
-}
-
-void validate(const AdamHyper& hyper, std::int64_t step) {
-    require(step >= 1, "adam_step: step is 1-based, got " + std::to_string(step));
-    require(is_non_negative(hyper.lr), "adam_step: lr must be >= 0, got " + std::to_string(hyper.lr));
-    require(is_non_negative(hyper.eps), "adam_step: eps must be >= 0, got " + std::to_string(hyper.eps));
-    require(is_non_negative(hyper.weight_decay),
-            "adam_step: weight_decay must be >= 0, got " + std::to_string(hyper.weight_decay));
-    require(hyper.beta1 >= 0.0f && hyper.beta1 < 1.0f,
-            "adam_step: beta1 must be in [0, 1), got " + std::to_string(hyper.beta1));
-    require(hyper.beta2 >= 0.0f && hyper.beta2 < 1.0f,
-            "adam_step: beta2 must be in [0, 1), got " + std::to_string(hyper.beta2));
-}
-
 // --- kernels -------------------------------------------------------------------------
 
 struct SgdCoefficients {
@@ -133,7 +98,7 @@ __global__ void adam_step_kernel(float* param, const float* grad, float* exp_avg
 
 void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size_t n, const cpu::SgdHyper& hyper,
               bool first_step, cudaStream_t stream) {
-    validate(hyper, momentum_buffer);
+    cpu::validate_sgd(hyper, momentum_buffer);
     if (n == 0) {
         return;
     }
@@ -152,7 +117,7 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
 
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const cpu::AdamHyper& hyper, std::int64_t step, cudaStream_t stream) {
-    validate(hyper, step);
+    cpu::validate_adam(hyper, step);
     if (n == 0) {
         return;
     }

@@ -25,6 +25,13 @@ std::string read_file(const fs::path& file) {
     return text.str();
 }
 
+std::vector<std::string> lines_of(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+}
+
 TempDir::TempDir() {
     static std::atomic<int> counter{0};
     path_ = fs::temp_directory_path() / ("trainhost-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));

@@ -12,13 +12,6 @@ using test_support::tiny_config;
 
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> lines;
-    std::stringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-}
-
 std::vector<std::string> prefixed(const std::string& plugin, const std::vector<std::string>& hooks) {
     std::vector<std::string> lines;
     for (const auto& hook : hooks) lines.push_back(plugin + ":" + hook);
@@ -41,7 +34,7 @@ TEST_CASE("hooks run in the documented order", "[lifecycle]") {
     for (const char* hook : {"validation_start", "val_batch_start", "val_batch_end", "validation_end", "epoch_end",
                              "fit_end", "teardown", "destroy"})
         expected.push_back(hook);
-    CHECK(lines_of(test_support::read_file(log)) == prefixed("test_recorder", expected));
+    CHECK(test_support::lines_of(test_support::read_file(log)) == prefixed("test_recorder", expected));
 }
 
 TEST_CASE("a stop request ends the fit after that epoch's end", "[lifecycle]") {
@@ -51,7 +44,7 @@ TEST_CASE("a stop request ends the fit after that epoch's end", "[lifecycle]") {
                                                            "\"\nstop_at_epoch = 1\n"));
     auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder")});
     REQUIRE(run.exit_code == 0);
-    auto lines = lines_of(test_support::read_file(log));
+    auto lines = test_support::lines_of(test_support::read_file(log));
     CHECK(std::count(lines.begin(), lines.end(), "test_recorder:epoch_end") == 2);
     CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs") && Contains("stopped by test_recorder: asked to stop"));
 }
@@ -102,7 +95,7 @@ TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", 
                                                                : "out of scratch space in " + hook;
                 CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + hook + ": " + message));
                 CHECK_THAT(run.last_line(), Contains("resources: clean"));
-                auto lines = lines_of(test_support::read_file(log));
+                auto lines = test_support::lines_of(test_support::read_file(log));
                 auto count = [&](const std::string& line) { return std::count(lines.begin(), lines.end(), line); };
                 for (const char* plugin : {"test_recorder", "test_thrower"}) {
                     CHECK(count(std::string(plugin) + ":teardown") == 1);

@@ -22,13 +22,6 @@ using test_support::tiny_config;
 
 namespace {
 
-std::vector<std::string> lines_of(const std::string& text) {
-    std::vector<std::string> lines;
-    std::istringstream in(text);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-    return lines;
-}
-
 std::vector<std::string> split(const std::string& line) {
     std::vector<std::string> fields(1);
     for (char c : line) {
@@ -47,7 +40,7 @@ struct Csv {
 
 Csv read_csv(const std::filesystem::path& file) {
     Csv csv;
-    const auto lines = lines_of(test_support::read_file(file));
+    const auto lines = test_support::lines_of(test_support::read_file(file));
     REQUIRE(!lines.empty());
     csv.header = split(lines[0]);
     for (std::size_t i = 0; i < lines.size(); ++i) {
@@ -64,7 +57,7 @@ Csv read_csv(const std::filesystem::path& file) {
 
 std::vector<nlohmann::json> read_jsonl(const std::filesystem::path& file) {
     std::vector<nlohmann::json> rows;
-    for (const auto& line : lines_of(test_support::read_file(file))) rows.push_back(nlohmann::json::parse(line));
+    for (const auto& line : test_support::lines_of(test_support::read_file(file))) rows.push_back(nlohmann::json::parse(line));
     return rows;
 }
 
