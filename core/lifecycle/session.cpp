@@ -53,26 +53,32 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"), object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
                                         object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
     }
-    if (config.device == "auto")
-        out_ << fmt::format("device: {} (auto{})\n", inventory.cuda_count > 0 ? "cuda:0" : "cpu:0",
-                            inventory.cuda_count > 0 ? "" : ", falling back to the CPU: " + inventory.cuda_status);
-    const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
-    ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
+    // From here a failure must give the devices' handles back before the ledger goes.
     try {
-        home_device_ = device_index(config.device == "auto" ? (inventory.cuda_count > 0 ? "cuda:0" : "cpu:0") : config.device);
-    } catch (const resources::ResourceError& e) {
-        throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
+        if (config.device == "auto")
+            out_ << fmt::format("device: {} (auto{})\n", inventory.cuda_count > 0 ? "cuda:0" : "cpu:0",
+                                inventory.cuda_count > 0 ? "" : ", falling back to the CPU: " + inventory.cuda_status);
+        const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
+        ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
+        try {
+            home_device_ = device_index(config.device == "auto" ? (inventory.cuda_count > 0 ? "cuda:0" : "cpu:0") : config.device);
+        } catch (const resources::ResourceError& e) {
+            throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
+        }
+        model_device_ = home_device_;
+        if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
+        state_.struct_size = sizeof state_;
+        state_.seed = config.seed;
+        state_.max_epochs = config.epochs;
+        state_.batch_size = config.data.batch_size;
+        state_.device = devices_[model_device_]->name().c_str();
+        load_data();
+        load_plugins();
+        load_resume_checkpoint();
+    } catch (...) {
+        release_core_objects();
+        throw;
     }
-    model_device_ = home_device_;
-    if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
-    state_.struct_size = sizeof state_;
-    state_.seed = config.seed;
-    state_.max_epochs = config.epochs;
-    state_.batch_size = config.data.batch_size;
-    state_.device = devices_[model_device_]->name().c_str();
-    load_data();
-    load_plugins();
-    load_resume_checkpoint();
 }
 
 Session::~Session() {
@@ -212,7 +218,7 @@ void Session::record_leaks(std::vector<resources::Leak> leaks) {
 // state, as optimizers do): the fit's first step for fit scope, each epoch's first
 // step for epoch scope. Taking more in any later step is a pool that only grows.
 void Session::check_steady_state() {
-    auto grown = ledger_->taken_after_warmup(0, epoch_first_step_, "batch_end");
+    auto grown = ledger_->taken_after_warmup(fit_first_step_, epoch_first_step_, "batch_end");
     if (grown.empty() || options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     std::string first = resources::format_leak(grown.front());
     record_leaks(std::move(grown));
@@ -258,6 +264,9 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.global_step = 0;
     fit_step_ = 0;
     batches_started_ = 0;
+    batches_completed_ = 0;
+    epoch_batches_done_ = 0;
+    epoch_trained_ = false;
     epoch_first_step_ = 0;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
@@ -374,6 +383,7 @@ void Session::train_fit(FitRecord& record) {
     build_fit();
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();
+    fit_first_step_ = batches_started_;
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
@@ -429,13 +439,15 @@ void Session::train_epoch() {
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
     state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
+    // A resumed epoch skips the batches the checkpoint already trained on; the
+    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
+    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
+    epoch_batches_done_ = first_batch;
+    epoch_trained_ = false;
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
     double loss_sum = 0;
     std::size_t correct = 0;
-    // A resumed epoch skips the batches the checkpoint already trained on; the
-    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
-    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
@@ -468,10 +480,14 @@ void Session::train_epoch() {
                 dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);
             }
         }
+        // The batch is done (stepped or skipped) before batch_end, where a save counts it.
+        ++epoch_batches_done_;
+        ++batches_completed_;
         dispatch(TH_HOOK_BATCH_END);
         check_scope(TH_SCOPE_STEP, "batch_end");
         check_steady_state();
     }
+    epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
 }
 
 void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,

@@ -132,6 +132,7 @@ private:
     void enter(resources::Phase phase);
     void load_resume_checkpoint();
     void release_core_objects() noexcept;
+    void construct();
     void restore_checkpoint();
     void apply_pending_move();
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
@@ -161,6 +162,10 @@ private:
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
     std::uint64_t epoch_first_step_ = 0;  // fit_step_ of this epoch's first batch
+    std::uint64_t fit_first_step_ = 0;    // fit_step_ of this fit's first batch (after a resume, not 0)
+    std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
+    std::uint64_t epoch_batches_done_ = 0;
+    bool epoch_trained_ = false;          // this epoch's training batches are all done
     std::string failure_;
     std::vector<resources::Leak> leaks_;
 

@@ -46,13 +46,14 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
         throw resources::ResourceError(TH_UNSUPPORTED, "there is no model to save: the fit failed before it was built");
     FitState& fit = *fit_;
     checkpoint::CheckpointData data;
-    const bool epoch_done = state_.phase >= TH_HOOK_VALIDATION_START;
+    // Where a resume picks up: counted by the loop itself, so a save from any hook
+    // (a batch not yet stepped, an epoch start, on_exception) names it exactly.
     data.metadata["weights_only"] = weights_only ? "1" : "0";
     data.metadata["trainer.epoch"] = std::to_string(state_.epoch);
-    data.metadata["trainer.epoch_complete"] = epoch_done ? "1" : "0";
-    data.metadata["trainer.batches_done"] = std::to_string(epoch_done ? state_.batches_in_epoch : state_.batch_index + 1);
+    data.metadata["trainer.epoch_complete"] = epoch_trained_ ? "1" : "0";
+    data.metadata["trainer.batches_done"] = std::to_string(epoch_batches_done_);
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
-    data.metadata["trainer.fit_step"] = std::to_string(batches_started_);
+    data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
     device::MemoryResource& memory = model_device_ref().memory();
     for (const nn::Parameter* p : fit.model->parameters()) {
@@ -138,6 +139,12 @@ void Session::restore_checkpoint() {
         const checkpoint::TensorEntry* first = data.find(prefix + "/first");
         const checkpoint::TensorEntry* second = data.find(prefix + "/second");
         if (first == nullptr || second == nullptr) continue;
+        for (const checkpoint::TensorEntry* t : {first, second})
+            if (t->dtype != "F32" || t->bytes.size() % sizeof(float) != 0 ||
+                (!t->bytes.empty() && t->bytes.size() != p->value.bytes()))
+                throw ConfigError(fmt::format("{}: {} does not fit parameter {} ({} bytes of {}, the model needs {} "
+                                              "bytes of F32)",
+                                              file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
         nn::Optimizer::SavedState state;
         state.steps = static_cast<std::int64_t>(meta_number(data, prefix + "/steps", file));
         state.first.resize(first->bytes.size() / sizeof(float));
@@ -184,6 +191,7 @@ void Session::restore_checkpoint() {
     start_batch_ = complete ? 0 : meta_number(data, "trainer.batches_done", file);
     state_.global_step = meta_number(data, "trainer.global_step", file);
     batches_started_ = meta_number(data, "trainer.fit_step", file);
+    batches_completed_ = batches_started_;
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
                             meta_number(data, "trainer.seed", file), options_.config.seed);

@@ -161,12 +161,14 @@ th_status param_copy(th_host* host, const char* what, std::uint32_t index, std::
 }
 
 th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
+    if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_read needs a buffer");
     return param_copy(host, "param_read", index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.data, count * sizeof(float));
     });
 }
 
 th_status param_write(th_host* host, std::uint32_t index, const float* src, std::uint64_t count) {
+    if (host != nullptr && src == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_write needs a buffer");
     return param_copy(host, "param_write", index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_from_host(p.data, src, count * sizeof(float));
     });
@@ -214,6 +216,7 @@ device::MemoryResource& memory_of(resources::Ledger& ledger, const resources::Le
 
 th_status copy_to_host(th_host* host, th_handle src, std::uint64_t offset, void* dst, std::uint64_t bytes) {
     return guarded(host, "copy_to_host", kAlways, [&] {
+        if (dst == nullptr && bytes > 0) return fail(host, TH_INVALID_ARGUMENT, "copy_to_host needs a buffer");
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, src, offset, bytes);
         memory_of(ledger, ledger.record(host->owner, src)).copy_to_host(dst, device, bytes);
@@ -223,6 +226,7 @@ th_status copy_to_host(th_host* host, th_handle src, std::uint64_t offset, void*
 
 th_status copy_from_host(th_host* host, th_handle dst, std::uint64_t offset, const void* src, std::uint64_t bytes) {
     return guarded(host, "copy_from_host", kAlways, [&] {
+        if (src == nullptr && bytes > 0) return fail(host, TH_INVALID_ARGUMENT, "copy_from_host needs a buffer");
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, dst, offset, bytes);
         memory_of(ledger, ledger.record(host->owner, dst)).copy_from_host(device, src, bytes);
@@ -316,7 +320,7 @@ th_status owner_usage(th_host* host, std::uint32_t owner, th_owner_usage* out) {
 // on the model's device.
 float* param_sized(th_host* host, const char* what, th_handle handle, const ParamAccess& param) {
     resources::Ledger& ledger = host->services->ledger();
-    const resources::LeaseRecord& lease = ledger.record(host->owner, handle);
+    const resources::LeaseRecord& lease = ledger.record(host->owner, handle, what);
     const std::uint64_t bytes = param.numel * sizeof(float);
     if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested != bytes || lease.device != param.device)
         throw resources::ResourceError(
@@ -386,7 +390,7 @@ th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const
 th_status fill(th_host* host, th_handle buffer, float value) {
     return guarded(host, "fill", kAlways, [&] {
         resources::Ledger& ledger = host->services->ledger();
-        const resources::LeaseRecord& lease = ledger.record(host->owner, buffer);
+        const resources::LeaseRecord& lease = ledger.record(host->owner, buffer, "fill");
         if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested % sizeof(float) != 0)
             return fail(host, TH_INVALID_ARGUMENT, "fill needs device memory holding whole floats");
         float* data = static_cast<float*>(ledger.address(host->owner, buffer, 0, lease.bytes_requested));

@@ -28,9 +28,12 @@ void PluginInstance::create() {
     void* instance = nullptr;
     th_status status = entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result);
     if (status != TH_OK || instance == nullptr) {
+        // A refusal that still made an instance is destroyed, as every created one is.
+        if (instance != nullptr) entry().destroy(instance);
         std::string message = message_of(result);
-        throw PluginLoadError(fmt::format("plugin '{}' refused to start: {}", name(),
-                                          message.empty() ? "create() failed without a message" : message));
+        if (message.empty())
+            message = status == TH_OK ? "create() returned no instance" : "create() failed without a message";
+        throw PluginLoadError(fmt::format("plugin '{}' refused to start: {}", name(), message));
     }
     instance_ = instance;
 }
@@ -52,6 +55,7 @@ HookOutcome PluginInstance::save_state() noexcept {
     HookOutcome outcome;
     outcome.status = entry().vtable->save_state(instance_, &host_, &result);
     outcome.message = message_of(result);
+    if (outcome.failed() && outcome.message.empty()) outcome.message = "save_state failed without a message";
     return outcome;
 }
 
@@ -60,6 +64,7 @@ HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) no
     HookOutcome outcome;
     outcome.status = entry().vtable->load_state(instance_, &host_, bytes, size, &result);
     outcome.message = message_of(result);
+    if (outcome.failed() && outcome.message.empty()) outcome.message = "load_state failed without a message";
     return outcome;
 }
 

@@ -139,6 +139,13 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
     if (entry->create == nullptr || entry->destroy == nullptr || entry->vtable == nullptr)
         throw PluginLoadError(fmt::format("{}: plugin '{}' lacks create, destroy or its hook table", file.string(),
                                           entry->name));
+    for (std::uint32_t i = 0; i < entry->option_count; ++i) {
+        const th_option_spec& spec = entry->options[i];
+        if (spec.name == nullptr || *spec.name == '\0' || spec.type < TH_OPTION_BOOL || spec.type > TH_OPTION_STRING)
+            throw PluginLoadError(fmt::format("{}: plugin '{}' declares option {} without a name or with an unknown "
+                                              "type",
+                                              file.string(), entry->name, i));
+    }
     if (entry->vtable->struct_size < sizeof(th_plugin_vtable))
         throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
                                           file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,

@@ -99,6 +99,7 @@ OptionValues validate_options(const th_plugin_entry& entry, const toml::table* t
                 result.device_memory_limit_ = static_cast<std::uint64_t>(*bytes);
             } else {
                 result.device_memory_limit_ = parse_byte_size(reader.string("device_memory_limit").value());
+                if (result.device_memory_limit_ == 0) throw std::invalid_argument("a limit must be at least one byte");
             }
         } catch (const std::invalid_argument& e) {
             reader.fail("device_memory_limit", e.what());

@@ -13,12 +13,17 @@ namespace trainhost::resources {
 
 class LeaseTable {
 public:
-    // A free slot to fill; `slot` receives its index.
-    [[nodiscard]] LeaseRecord& insert(std::uint32_t& slot) {
+    // Makes sure the next insert cannot throw.
+    void reserve_one() {
         if (free_.empty()) {
             slots_.emplace_back();
             free_.push_back(static_cast<std::uint32_t>(slots_.size() - 1));
         }
+    }
+
+    // A free slot to fill; `slot` receives its index. Never throws after reserve_one().
+    [[nodiscard]] LeaseRecord& insert(std::uint32_t& slot) {
+        reserve_one();
         slot = free_.back();
         free_.pop_back();
         slots_[slot].live = true;

@@ -92,6 +92,14 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     if (is_memory(kind) && bytes == 0) throw ResourceError(TH_INVALID_ARGUMENT, "a memory lease needs at least one byte");
     if (kind == TH_RESOURCE_DEVICE_MEMORY) check_budget(owner, bytes);
 
+    // Everything that can throw happens before the upstream allocation, so that a
+    // failure never leaves memory that nobody lists.
+    auto stack = capture_stacks_ ? capture_stack() : nullptr;
+    const auto phase = static_cast<std::uint32_t>(phase_);
+    const bool in_step = owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START &&
+                         phase <= TH_HOOK_BATCH_END;
+    if (in_step) taken_in_steps_.reserve(taken_in_steps_.size() + 1);
+    live_.reserve_one();
     std::size_t reserved = 0;
     void* address = allocate_upstream(kind, bytes, device, reserved);
     if (address == nullptr)
@@ -114,10 +122,8 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.device = device;
     lease.slot = slot;
     lease.attached_param.reset();
-    if (capture_stacks_) lease.stack = capture_stack();
-    const auto phase = static_cast<std::uint32_t>(phase_);
-    if (owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END)
-        taken_in_steps_.push_back(th_handle{lease.id, lease.generation, slot + 1});
+    lease.stack = std::move(stack);
+    if (in_step) taken_in_steps_.push_back(th_handle{lease.id, lease.generation, slot + 1});
     count_in(lease);
     return th_handle{lease.id, lease.generation, slot + 1};
 }
@@ -172,6 +178,11 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
     if (scope < lease.scope || scope > TH_SCOPE_SESSION || (owner != kCoreOwner && scope == TH_SCOPE_SESSION))
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("cannot promote lease {} from scope {} to {}", handle.id,
                                                              scope_name(lease.scope), scope_name(scope)));
+    // A step-scoped lease promoted inside a step is memory taken in that step.
+    const auto phase = static_cast<std::uint32_t>(phase_);
+    if (owner != kCoreOwner && lease.scope == TH_SCOPE_STEP && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START &&
+        phase <= TH_HOOK_BATCH_END)
+        taken_in_steps_.push_back(th_handle{lease.id, lease.generation, lease.slot + 1});
     --leases_per_scope_[lease.scope];
     lease.scope = scope;
     ++leases_per_scope_[lease.scope];
@@ -207,7 +218,9 @@ void* Ledger::object(OwnerId owner, th_handle handle, th_resource_kind kind) {
     return lease.address;
 }
 
-const LeaseRecord& Ledger::record(OwnerId owner, th_handle handle) { return checked(owner, handle, "query"); }
+const LeaseRecord& Ledger::record(OwnerId owner, th_handle handle, const char* operation) {
+    return checked(owner, handle, operation);
+}
 
 void Ledger::relocate_attached(device::DeviceIndex target) {
     device::Device& destination = *devices_.at(target);

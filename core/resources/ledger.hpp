@@ -71,7 +71,7 @@ public:
     [[nodiscard]] void* address(OwnerId owner, th_handle handle, std::uint64_t offset, std::uint64_t bytes);
     // A non-memory lease's object, checked against the kind the caller expects.
     [[nodiscard]] void* object(OwnerId owner, th_handle handle, th_resource_kind kind);
-    [[nodiscard]] const LeaseRecord& record(OwnerId owner, th_handle handle);
+    [[nodiscard]] const LeaseRecord& record(OwnerId owner, th_handle handle, const char* operation = "query");
 
     [[nodiscard]] device::Device& device(device::DeviceIndex index) const { return *devices_.at(index); }
     [[nodiscard]] std::size_t device_count() const noexcept { return devices_.size(); }

@@ -273,3 +273,30 @@ TEST_CASE("a move to where the model already is does nothing", "[contract][moves
     CHECK(refused.exit_code == 4);
     CHECK_THAT(refused.err, Contains("plugin 'togpu' failed in to_device: move_model: no device 'cpu:9' in this run"));
 }
+
+TEST_CASE("null buffers are refused as errors, and a lease promoted every step is growth", "[contract][misuse]") {
+    TempDir dir;
+    auto null_config = dir.write("null.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"null_buffer\"\n"));
+    auto null_run = run_trainhost({"--config", null_config.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(null_run.exit_code == 0);
+    CHECK_THAT(null_run.last_line(), StartsWith("resources: clean"));
+    auto grow = dir.write("grow.toml", tiny_config(2, "\n[plugins.test_misuser]\nmisuse = \"promote_growth\"\n"));
+    auto run = run_trainhost({"--config", grow.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("tag=promoted scope=fit acquired_in=batch_start fit=0 epoch=0 step=1") &&
+                            Contains("rule=growth"));
+}
+
+TEST_CASE("lazy fit-scoped state made in the first step after a resume is not growth", "[contract][checkpoint]") {
+    TempDir dir;
+    // One fit-scoped buffer made lazily in the first step: after a resume that step is
+    // not step 0 of the count, and it is still the fit's warm-up.
+    auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.test_growing_pool]\nonce = true\n"
+                                                       "[plugins.checkpoint]\ndirpath = \"" + (dir.path() / "ck").string() +
+                                                       "\"\nsave_last = true\n"));
+    const std::string plugins = "--plugins=checkpoint," + test_plugin("test_growing_pool");
+    REQUIRE(run_trainhost({"--config", config.string(), plugins}).exit_code == 0);
+    auto resumed = run_trainhost({"--config", config.string(), plugins, "--epochs", "4", "--resume", "last"});
+    CHECK(resumed.exit_code == 0);
+    CHECK_THAT(resumed.last_line(), StartsWith("resources: clean"));
+}

@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace {
 
@@ -15,7 +16,7 @@ public:
     static constexpr const char* description = "misuses the host API";
     static constexpr th_option_spec options[] = {
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
-         "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget"},
+         "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -37,11 +38,26 @@ public:
             float values[32] = {};
             if (api.copy_from_host(ctx.link().host(), buffer.handle(), 0, values, sizeof values) != TH_INVALID_ARGUMENT)
                 throw std::runtime_error("an out-of-range copy was accepted");
+        } else if (misuse_ == "null_buffer") {
+            auto buffer = ctx.allocate(64, TH_SCOPE_FIT, "small");
+            // A plugin bug, refused as an error: never a crash in the host.
+            if (api.copy_to_host(ctx.link().host(), buffer.handle(), 0, nullptr, 64) != TH_INVALID_ARGUMENT ||
+                api.copy_from_host(ctx.link().host(), buffer.handle(), 0, nullptr, 64) != TH_INVALID_ARGUMENT ||
+                api.param_read(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT ||
+                api.param_write(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT)
+                throw std::runtime_error("a null buffer was accepted");
         } else if (misuse_ == "over_budget") {
             auto buffer = ctx.allocate(1 << 20, TH_SCOPE_FIT, "big");  // throws: the host refuses it
         }
     }
     void on_batch_start(Context& ctx) override {
+        if (misuse_ == "promote_growth") {
+            // A step-scoped lease widened to the fit each step: a pool that only grows.
+            auto lease = ctx.allocate(4096, TH_SCOPE_STEP, "promoted");
+            lease.promote(TH_SCOPE_FIT);
+            kept_.push_back(std::move(lease));
+            return;
+        }
         if (misuse_ != "use_after_reclaim") return;
         const auto& api = ctx.link().api();
         if (held_.id != 0) {
@@ -57,6 +73,7 @@ public:
 private:
     std::string misuse_;
     th_handle held_{};
+    std::vector<trainhost::sdk::DeviceBuffer> kept_;
 };
 
 }  // namespace
