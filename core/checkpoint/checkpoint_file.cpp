@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint_file.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -162,7 +163,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
     std::vector<unsigned char> payload(data_size);
     if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(data_size)))
         throw fail("data section cut short");
-    std::uint64_t expected_end = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") continue;
         try {
@@ -174,7 +175,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
             if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
                 offsets[1] - offsets[0] != count * element_size(t.dtype))
                 throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)", name));
-            expected_end = std::max(expected_end, offsets[1]);
+            spans.emplace_back(offsets[0], offsets[1]);
             t.bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(offsets[0]),
                            payload.begin() + static_cast<std::ptrdiff_t>(offsets[1]));
             data.tensors.push_back(std::move(t));
@@ -182,8 +183,15 @@ CheckpointData read_checkpoint(const fs::path& file) {
             throw fail(fmt::format("tensor '{}' is malformed ({})", name, e.what()));
         }
     }
-    if (expected_end != data_size)
-        throw fail(fmt::format("data section holds {} bytes, tensors account for {}", data_size, expected_end));
+    // As safetensors requires: the tensors cover the data back to back, no gap, no overlap.
+    std::sort(spans.begin(), spans.end());
+    std::uint64_t covered = 0;
+    for (const auto& [begin, end] : spans) {
+        if (begin != covered) throw fail(fmt::format("tensor data has a gap or an overlap at byte {}", covered));
+        covered = end;
+    }
+    if (covered != data_size)
+        throw fail(fmt::format("data section holds {} bytes, tensors account for {}", data_size, covered));
     const std::string computed = std::to_string(crc_of(payload));
     if (data.metadata["crc32"] != computed)
         throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));

@@ -203,3 +203,22 @@ TEST_CASE("early_stopping options and its state across a resume", "[checkpoint][
         CHECK_THAT(resumed.out, Contains("fit 1/1: 0 epochs") && Contains("had already not improved for 1 epoch(s) when saved"));
     }
 }
+
+TEST_CASE("a well-formed checkpoint whose tensors do not fit the model is refused", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+    // Forged, but with a valid checksum: the optimizer state as bytes of another size.
+    for (auto& tensor : data.tensors)
+        if (tensor.name == "optimizer/dense0.weight/first") {
+            tensor.dtype = "U8";
+            tensor.bytes.resize(tensor.bytes.size() - 1);
+            tensor.shape = {tensor.bytes.size()};
+        }
+    trainhost::checkpoint::write_checkpoint(dir.path() / "forged.safetensors", data);
+    auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "forged.safetensors").string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("optimizer/dense0.weight/first does not fit parameter dense0.weight"));
+}
