@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 scripts/setup.sh
 cmake -S . -B build -G Ninja -DTRAINHOST_BUILD_TESTS=ON >/dev/null
 ninja -C build trainhost progress early_stopping
-exec build/core/trainhost --config examples/fashion_mnist.toml --plugins=progress,early_stopping "$@"
+exec build/core/trainhost --config examples/fashion_mnist.toml --plugins=progress,early_stopping --device cpu "$@"
