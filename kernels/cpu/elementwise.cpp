@@ -7,11 +7,7 @@
 #include <vector>
 
 namespace trainhost::kernels::cpu {
-namespace {
 
-// Inverted-dropout scale for kept elements. Computed in double and rounded
-// once, so forward and backward (and any other backend that follows the same
-// rule) agree bit for bit.
 float dropout_keep_scale(float drop_probability) {
     if (!(drop_probability >= 0.0f && drop_probability <= 1.0f)) {
         throw std::invalid_argument("dropout: drop probability must be in [0, 1], got " +
@@ -22,6 +18,8 @@ float dropout_keep_scale(float drop_probability) {
     }
     return static_cast<float>(1.0 / (1.0 - static_cast<double>(drop_probability)));
 }
+
+namespace {
 
 void apply_dropout_mask(const float* in, const std::uint8_t* keep, float* out, std::size_t n, float drop_probability) {
     const float keep_scale = dropout_keep_scale(drop_probability);

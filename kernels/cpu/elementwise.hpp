@@ -44,6 +44,10 @@ void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n);
 // expected activation is unchanged; dropped elements become 0. With p == 1
 // everything is dropped regardless of the mask (as torch.nn.functional.dropout).
 // Throws std::invalid_argument unless 0 <= p <= 1.
+// Inverted-dropout scale for kept elements: computed in double and rounded once,
+// so forward, backward and every backend's twin agree bit for bit. Throws
+// std::invalid_argument unless 0 <= p <= 1.
+[[nodiscard]] float dropout_keep_scale(float drop_probability);
 void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability);
 // dx = dy * (keep ? 1 / (1 - p) : 0), the same linear map as the forward pass.
 void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float drop_probability);

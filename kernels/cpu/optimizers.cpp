@@ -66,24 +66,29 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
     }
 }
 
+AdamScalars adam_scalars(const AdamHyper& hyper, std::int64_t step) {
+    // In float, the bias corrections would visibly lose accuracy once beta^step is
+    // close to 1 in the first steps of beta2 = 0.999.
+    const double lr = hyper.lr;
+    const double steps = static_cast<double>(step);
+    const double bias_correction1 = 1.0 - std::pow(static_cast<double>(hyper.beta1), steps);
+    const double bias_correction2 = 1.0 - std::pow(static_cast<double>(hyper.beta2), steps);
+    return AdamScalars{static_cast<float>(lr / bias_correction1), static_cast<float>(std::sqrt(bias_correction2)),
+                       static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay)),
+                       static_cast<float>(1.0 - static_cast<double>(hyper.beta1)),
+                       static_cast<float>(1.0 - static_cast<double>(hyper.beta2))};
+}
+
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const AdamHyper& hyper, std::int64_t step) {
     validate_adam(hyper, step);
 
-    // Scalars PyTorch evaluates in Python (double) precision. Computing the
-    // bias corrections in float would visibly lose accuracy once beta^step is
-    // close to 1 in the first steps of beta2 = 0.999.
-    const double lr = hyper.lr;
-    const double beta1 = hyper.beta1;
-    const double beta2 = hyper.beta2;
-    const double steps = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(beta1, steps);
-    const double bias_correction2 = 1.0 - std::pow(beta2, steps);
-    const auto step_size = static_cast<float>(lr / bias_correction1);
-    const auto bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    const auto decoupled_decay_factor = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-    const auto one_minus_beta1 = static_cast<float>(1.0 - beta1);
-    const auto one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    const AdamScalars k = adam_scalars(hyper, step);
+    const float step_size = k.step_size;
+    const float bias_correction2_sqrt = k.bias_correction2_sqrt;
+    const float decoupled_decay_factor = k.decoupled_decay_factor;
+    const float one_minus_beta1 = k.one_minus_beta1;
+    const float one_minus_beta2 = k.one_minus_beta2;
     const bool has_weight_decay = hyper.weight_decay != 0.0f;
 
     for (std::size_t i = 0; i < n; ++i) {

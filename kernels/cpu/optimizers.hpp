@@ -54,6 +54,17 @@ struct AdamHyper {
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const AdamHyper& hyper, std::int64_t step);
 
+// The per-step scalars of Adam, which PyTorch evaluates in Python (double)
+// precision and every backend's twin rounds to float exactly so.
+struct AdamScalars {
+    float step_size;               // float(lr / (1 - beta1^step))
+    float bias_correction2_sqrt;   // float(sqrt(1 - beta2^step))
+    float decoupled_decay_factor;  // float(1 - lr * weight_decay)
+    float one_minus_beta1;
+    float one_minus_beta2;
+};
+[[nodiscard]] AdamScalars adam_scalars(const AdamHyper& hyper, std::int64_t step);
+
 // The checks above, shared by every backend's twin so that all refuse alike.
 void validate_sgd(const SgdHyper& hyper, const float* momentum_buffer);
 void validate_adam(const AdamHyper& hyper, std::int64_t step);

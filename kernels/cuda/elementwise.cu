@@ -6,6 +6,7 @@
 // multiply-add, which would round differently from the CPU.
 
 #include "kernels/cuda/common.cuh"
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cuda/kernels.hpp"
 
 #include <stdexcept>
@@ -141,21 +142,9 @@ __global__ void mask_below_kernel(const float* x, float threshold, float* mask, 
     }
 }
 
-// Same rule and message as the CPU's dropout_keep_scale.
-float dropout_keep_scale(float drop_probability) {
-    if (!(drop_probability >= 0.0f && drop_probability <= 1.0f)) {
-        throw std::invalid_argument("dropout: drop probability must be in [0, 1], got " +
-                                    std::to_string(drop_probability));
-    }
-    if (drop_probability == 1.0f) {
-        return 0.0f;
-    }
-    return static_cast<float>(1.0 / (1.0 - static_cast<double>(drop_probability)));
-}
-
 void apply_dropout_mask(const char* name, const float* in, const std::uint8_t* keep, float* out, std::size_t n,
                         float drop_probability, cudaStream_t stream) {
-    const float keep_scale = dropout_keep_scale(drop_probability);
+    const float keep_scale = cpu::dropout_keep_scale(drop_probability);
     if (n == 0) {
         return;
     }

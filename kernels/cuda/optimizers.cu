@@ -121,23 +121,17 @@ void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_s
     if (n == 0) {
         return;
     }
-    // Scalars PyTorch evaluates in Python (double) precision, as on the CPU.
-    const double lr = hyper.lr;
-    const double beta1 = hyper.beta1;
-    const double beta2 = hyper.beta2;
-    const double steps = static_cast<double>(step);
-    const double bias_correction1 = 1.0 - std::pow(beta1, steps);
-    const double bias_correction2 = 1.0 - std::pow(beta2, steps);
+    const cpu::AdamScalars scalars = cpu::adam_scalars(hyper, step);  // the CPU's rounding, exactly
     AdamCoefficients k{};
     k.beta1 = hyper.beta1;
     k.beta2 = hyper.beta2;
     k.eps = hyper.eps;
     k.weight_decay = hyper.weight_decay;
-    k.step_size = static_cast<float>(lr / bias_correction1);
-    k.bias_correction2_sqrt = static_cast<float>(std::sqrt(bias_correction2));
-    k.decoupled_decay_factor = static_cast<float>(1.0 - lr * static_cast<double>(hyper.weight_decay));
-    k.one_minus_beta1 = static_cast<float>(1.0 - beta1);
-    k.one_minus_beta2 = static_cast<float>(1.0 - beta2);
+    k.step_size = scalars.step_size;
+    k.bias_correction2_sqrt = scalars.bias_correction2_sqrt;
+    k.decoupled_decay_factor = scalars.decoupled_decay_factor;
+    k.one_minus_beta1 = scalars.one_minus_beta1;
+    k.one_minus_beta2 = scalars.one_minus_beta2;
     k.has_weight_decay = hyper.weight_decay != 0.0f;
     k.decoupled_weight_decay = hyper.decoupled_weight_decay;
     adam_step_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, k);
