@@ -4,6 +4,7 @@
 #include "config/run_config.hpp"
 #include "data/dataset.hpp"
 #include "errors.hpp"
+#include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
 #include "report/report.hpp"
@@ -66,6 +67,7 @@ struct TrainArguments {
 };
 
 int train(const TrainArguments& args) {
+    const lifecycle::InterruptHandler interrupts;
     lifecycle::SessionOptions options;
     options.config = config::load_run_config(args.config);
     if (args.epochs) options.config.epochs = *args.epochs;

@@ -7,6 +7,7 @@
 #include "data/idx_reader.hpp"
 #include "data/synthetic.hpp"
 #include "kernels/cpu/blas.hpp"
+#include "lifecycle/interrupt.hpp"
 #include "lifecycle/verdict.hpp"
 
 #include <algorithm>
@@ -236,6 +237,18 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
         throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
+// Checked between steps only, never inside one: what on_exception sees, and a
+// checkpoint saved there, is a consistent state.
+void Session::check_interrupt() {
+    const int signal_number = pending_interrupt();
+    if (signal_number == 0) return;
+    interrupt_signal_ = signal_number;
+    throw FitFailure(fmt::format("interrupted by {} in fit {}, epoch {}, after {} training batch{} of this fit",
+                                 interrupt_name(signal_number), state_.fit_index + 1, state_.epoch + 1, batches_completed_,
+                                 batches_completed_ == 1 ? "" : "es"),
+                     kExitInterrupted);
+}
+
 SessionResult Session::run() {
     SessionResult result;
     result.policy = options_.config.on_violation;
@@ -273,8 +286,10 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     for (auto& dev : devices_) free_at_start.push_back(dev->driver_free_bytes());
     metrics_.clear();
     failure_.clear();
+    interrupt_signal_ = 0;
     fit_ = std::make_unique<FitState>();
     try {
+        check_interrupt();
         for (std::size_t i = 0; i < libraries_.size(); ++i) {
             auto table = options_.config.plugin_tables.find(std::string(libraries_[i]->name()));
             auto values = plugin::validate_options(libraries_[i]->entry(),
@@ -427,6 +442,7 @@ void Session::predict_fit(FitRecord& record) {
         dispatch(TH_HOOK_VAL_BATCH_END);
         check_scope(TH_SCOPE_STEP, "val_batch_end");
         if (pass == 0) record.predict_first = memory_snapshot();
+        check_interrupt();
     }
     record.predict_last = memory_snapshot();
     dispatch(TH_HOOK_VALIDATION_END);
@@ -486,6 +502,7 @@ void Session::train_epoch() {
         dispatch(TH_HOOK_BATCH_END);
         check_scope(TH_SCOPE_STEP, "batch_end");
         check_steady_state();
+        check_interrupt();
     }
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
 }
@@ -526,6 +543,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         correct += batch_correct;
         seen += rows;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
+        check_interrupt();
     }
     if (seen > 0) {
         metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
@@ -538,6 +556,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
 th_train_state Session::train_state() const {
     th_train_state state = state_;
     state.failure = failure_.empty() ? nullptr : failure_.c_str();
+    state.interrupt_signal = static_cast<std::uint32_t>(interrupt_signal_);
     return state;
 }
 

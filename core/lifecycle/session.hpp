@@ -129,6 +129,7 @@ private:
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
     void check_steady_state();
+    void check_interrupt();
     void enter(resources::Phase phase);
     void load_resume_checkpoint();
     void release_core_objects() noexcept;
@@ -167,6 +168,7 @@ private:
     std::uint64_t epoch_batches_done_ = 0;
     bool epoch_trained_ = false;          // this epoch's training batches are all done
     std::string failure_;
+    int interrupt_signal_ = 0;  // the signal that ended this fit, or 0
     std::vector<resources::Leak> leaks_;
 
     // Checkpoints: the one to resume from (first fit only), where it leaves off,

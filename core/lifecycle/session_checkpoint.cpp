@@ -109,7 +109,7 @@ void Session::load_resume_checkpoint() {
         file = dir / "last.safetensors";
         if (!std::filesystem::exists(file))
             throw ConfigError(fmt::format("--resume last: there is no {} (the checkpoint plugin writes it with save_last "
-                                          "= true)",
+                                          "= true or save_on_interrupt = true)",
                                           file.string()));
     }
     resume_ = checkpoint::read_checkpoint(file);

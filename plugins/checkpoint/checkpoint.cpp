@@ -41,6 +41,8 @@ public:
         {"every_n_epochs", TH_OPTION_INT, "1", "save at the end of every n-th epoch (0: never at epoch ends)"},
         {"every_n_train_steps", TH_OPTION_INT, "0", "save after every n-th optimizer step (0: off)"},
         {"weights_only", TH_OPTION_BOOL, "false", "save parameters only (cannot resume training)"},
+        {"save_on_interrupt", TH_OPTION_BOOL, "false",
+         "write last.safetensors when Ctrl-C or SIGTERM interrupts the run, so --resume last continues from there"},
     };
 
     Checkpoint(Context&, const trainhost::sdk::Options& options)
@@ -48,7 +50,7 @@ public:
           monitor_(options.get_string("monitor")), maximize_(options.get_string("mode") == "max"),
           top_k_(options.get_int("save_top_k")), save_last_(options.get_bool("save_last")),
           every_n_epochs_(options.get_int("every_n_epochs")), every_n_steps_(options.get_int("every_n_train_steps")),
-          weights_only_(options.get_bool("weights_only")) {
+          weights_only_(options.get_bool("weights_only")), save_on_interrupt_(options.get_bool("save_on_interrupt")) {
         const std::string mode = options.get_string("mode");
         if (mode != "min" && mode != "max") throw std::invalid_argument("mode must be min or max, not '" + mode + "'");
         if (top_k_ < -1) throw std::invalid_argument("save_top_k must be -1, 0 or more");
@@ -66,6 +68,17 @@ public:
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         if (every_n_steps_ == 0 && every_n_epochs_ > 0 && (state.epoch + 1) % every_n_epochs_ == 0) save(ctx, state);
+    }
+
+    // The core stops an interrupted run between two steps, so the state saved here
+    // is one a resume continues from exactly. Other failures are not saved: their
+    // state may be what went wrong (a non-finite loss, say).
+    void on_exception(Context& ctx) override {
+        const auto state = ctx.state();
+        if (!save_on_interrupt_ || state.interrupt_signal == 0 || state.global_step == 0) return;
+        const std::string path = (std::filesystem::path(dirpath_) / "last.safetensors").string();
+        ctx.save_checkpoint(path, weights_only_);
+        ctx.info("checkpoint: saved " + path + " on interrupt; continue with --resume last");
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
@@ -170,6 +183,7 @@ private:
     std::int64_t every_n_epochs_;
     std::int64_t every_n_steps_;
     bool weights_only_;
+    bool save_on_interrupt_;
     std::vector<Kept> kept_;
     std::uint64_t last_saved_step_ = 0;
 };

@@ -84,6 +84,22 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
         CHECK_THAT(rest.out, Contains("at epoch 2 batch 1"));
         check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "d" / "last.safetensors", "param/");
     }
+    SECTION("resumed after Ctrl-C, from the checkpoint saved on interrupt") {
+        // SIGINT at the end of epoch 1 stops the run after epoch 2's first batch.
+        auto first = dir.write("first.toml", dropout_config(4, checkpoint_table(dir.path() / "e", "save_on_interrupt = true\n") +
+                                                                   "\n[plugins.test_thrower]\nhook = \"epoch_end\"\n"
+                                                                   "how = \"sigint\"\n"));
+        auto stopped = run_trainhost({"--config", first.string(),
+                                      "--plugins=" + test_support::test_plugin("test_thrower") + ",checkpoint"});
+        REQUIRE(stopped.exit_code == 130);
+        CHECK_THAT(stopped.out, Contains("checkpoint: saved " + (dir.path() / "e" / "last.safetensors").string() +
+                                         " on interrupt; continue with --resume last"));
+        auto rest = run_trainhost({"--config", first.string(), "--resume", "last", "--verbose"});
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("at epoch 2 batch 1"));
+        for (const char* prefix : {"param/", "optimizer/", "rng/"})
+            check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "e" / "last.safetensors", prefix);
+    }
 }
 
 TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]") {

@@ -1,8 +1,10 @@
-// Fails in one chosen hook, by throwing or by returning an error status, and
-// records every hook so tests see that on_exception and teardown still ran.
+// Fails in one chosen hook, by throwing, returning an error status, hanging or
+// crashing, or interrupts the run there as Ctrl-C would; records every hook so
+// tests see that on_exception and teardown still ran.
 #include "hook_log.hpp"
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
@@ -19,7 +21,8 @@ public:
         {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in"},
         {"how", TH_OPTION_STRING, "\"throw\"",
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
-         "hang (never return) or crash (abort the process)"},
+         "hang (never return), crash (abort the process), sigint or sigterm (send the signal to the process and "
+         "return normally) or sigint_twice (a second Ctrl-C while the first is pending)"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
@@ -27,6 +30,15 @@ public:
 protected:
     void after_hook(const std::string& hook) override {
         if (hook != hook_) return;
+        if (how_ == "sigint" || how_ == "sigterm") {
+            std::raise(how_ == "sigint" ? SIGINT : SIGTERM);
+            return;
+        }
+        if (how_ == "sigint_twice") {
+            std::raise(SIGINT);
+            std::raise(SIGINT);
+            return;
+        }
         if (how_ == "unknown") throw 42;
         if (how_ == "crash") std::abort();
         if (how_ == "hang")

@@ -32,7 +32,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 0
+#define TH_ABI_MINOR 1
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -144,6 +144,9 @@ typedef struct th_train_state {
     uint64_t seed;
     const char* device;       /* "cpu", "cuda:0" */
     const char* failure;      /* during on_exception: what went wrong; else NULL */
+    /* ABI 1.1: during on_exception, the signal (SIGINT, SIGTERM) that interrupted the
+     * run between two steps, else 0. A host of ABI 1.0 leaves it 0. */
+    uint32_t interrupt_signal;
 } th_train_state;
 
 typedef struct th_param_info {

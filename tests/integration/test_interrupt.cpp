@@ -1,0 +1,120 @@
+// Ctrl-C and SIGTERM: the fit stops between two steps, on_exception and teardown
+// run, the ledger is verified, the verdict is printed, and trainhost exits 130. A
+// second signal ends the process at once.
+#include "integration/process.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdlib>
+#include <sys/wait.h>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::read_file;
+using test_support::run_trainhost;
+using test_support::TempDir;
+using test_support::test_plugin;
+using test_support::tiny_config;
+
+namespace {
+
+std::string thrower_table(const std::filesystem::path& log, const std::string& hook, const std::string& how) {
+    return "\n[plugins.test_thrower]\nfile = \"" + log.string() + "\"\nhook = \"" + hook + "\"\nhow = \"" + how + "\"\n";
+}
+
+std::ptrdiff_t count(const std::vector<std::string>& lines, const std::string& line) {
+    return std::count(lines.begin(), lines.end(), line);
+}
+
+}  // namespace
+
+TEST_CASE("SIGINT between two steps ends the run with 130, after on_exception, teardown and the ledger check",
+          "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(3, thrower_table(log, "batch_end", "sigint")));
+    auto run = run_trainhost({"--config", config.string(), "--repeat", "2", "--plugins=" + test_plugin("test_thrower")});
+    CHECK(run.exit_code == 130);
+    CHECK_THAT(run.err, Contains("interrupted: stopping at the next batch boundary"));
+    CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, epoch 1, after 1 training batch of this fit"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean - every lease given back (1 fit,"));
+    CHECK_THAT(run.out, !Contains("fit 2/2"));  // an interrupted run starts no further fit
+    const auto lines = test_support::lines_of(read_file(log));
+    CHECK(count(lines, "test_thrower:batch_start") == 1);  // stopped right after the step it was in
+    CHECK(count(lines, "test_thrower:exception") == 1);
+    CHECK(count(lines, "test_thrower:teardown") == 1);
+    CHECK(count(lines, "test_thrower:destroy") == 1);
+    CHECK(count(lines, "test_thrower:fit_end") == 0);
+    REQUIRE(lines.size() >= 3);
+    CHECK(lines[lines.size() - 3] == "test_thrower:exception");
+}
+
+TEST_CASE("SIGTERM during validation stops after that validation batch", "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "val_batch_end", "sigterm")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+    CHECK(run.exit_code == 130);
+    CHECK_THAT(run.err, Contains("error: interrupted by SIGTERM in fit 1, epoch 1, after 2 training batches of this fit"));
+    const auto lines = test_support::lines_of(read_file(log));
+    CHECK(count(lines, "test_thrower:validation_end") == 0);
+    CHECK(count(lines, "test_thrower:epoch_end") == 0);
+    CHECK(count(lines, "test_thrower:exception") == 1);
+    CHECK(count(lines, "test_thrower:teardown") == 1);
+}
+
+TEST_CASE("An interrupted run still reports what a plugin leaked", "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "batch_end", "sigint") +
+                                                         "\n[plugins.test_leaky]\nbytes = 4096\nscope = \"fit\"\n"));
+    auto run = run_trainhost({"--config", config.string(),
+                              "--plugins=" + test_plugin("test_thrower") + "," + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 130);  // the interrupt came first; the leak is still reported
+    CHECK_THAT(run.err, Contains("leak: plugin=test_leaky "));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 1 leak, 0 misuses"));
+}
+
+TEST_CASE("A second SIGINT while the first is pending ends the process at once", "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "batch_end", "sigint_twice")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+    CHECK(run.exit_code == 128 + 2);  // killed by the signal itself
+    CHECK_THAT(run.err, Contains("interrupt again to exit at once"));
+    CHECK_THAT(run.err, !Contains("error: interrupted by"));
+    CHECK_THAT(run.out, !Contains("resources:"));
+    CHECK(count(test_support::lines_of(read_file(log)), "test_thrower:teardown") == 0);
+}
+
+TEST_CASE("A signal from outside stops a long run, and SIGINT ignored at start stays ignored", "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(1000000, "\n[plugins.test_recorder]\nfile = \"" + log.string() + "\"\n"));
+    // A script's background job starts with SIGINT ignored, as nohup does: trainhost
+    // leaves it so. SIGTERM still stops the run the orderly way.
+    const std::string script =
+        "trap '' INT\n"
+        "'" + std::string(TRAINHOST_BINARY) + "' --config '" + config.string() + "' --plugins='" +
+        test_plugin("test_recorder") + "' >'" + (dir.path() / "out").string() + "' 2>'" + (dir.path() / "err").string() +
+        "' &\n"
+        "pid=$!\n"
+        "tries=0\n"
+        "until grep -q epoch_end '" + log.string() + "' 2>/dev/null || [ $tries -ge 600 ]; do sleep 0.05; tries=$((tries+1)); done\n"
+        "kill -INT $pid\n"
+        "sleep 0.3\n"
+        "kill -TERM $pid\n"
+        "wait $pid\n"
+        "echo $? >'" + (dir.path() / "rc").string() + "'\n";
+    const auto script_file = dir.write("stop.sh", script);
+    const int status = std::system(("sh '" + script_file.string() + "'").c_str());
+    REQUIRE(WIFEXITED(status));
+    CHECK(read_file(dir.path() / "rc") == "130\n");
+    const std::string err = read_file(dir.path() / "err");
+    CHECK_THAT(err, Contains("error: interrupted by SIGTERM in fit 1, epoch "));
+    CHECK_THAT(err, !Contains("SIGINT"));
+    CHECK_THAT(read_file(dir.path() / "out"), Contains("resources: clean - every lease given back"));
+    const auto lines = test_support::lines_of(read_file(log));
+    CHECK(count(lines, "test_recorder:teardown") == 1);
+    CHECK(count(lines, "test_recorder:destroy") == 1);
+}
