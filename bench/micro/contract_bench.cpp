@@ -102,7 +102,8 @@ void autoencoder_step(benchmark::State& state) {
     for (auto _ : state) {
         model.forward(rows, true);
         benchmark::DoNotOptimize(cpu.backend().loss(device::LossKind::bce_with_logits, model.output(), nullptr,
-                                                    targets.data(), rows, width, model.output_grad(), nullptr));
+                                                    targets.data(), rows, width, model.output_grad(), nullptr,
+                                                    device::Workspace{}));
         model.backward(rows);
         optimizer.step(model.parameters());
     }

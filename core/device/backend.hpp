@@ -8,6 +8,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace trainhost::device {
@@ -19,6 +21,21 @@ using SgdHyper = kernels::cpu::SgdHyper;
 using AdamHyper = kernels::cpu::AdamHyper;
 using ConvShape = kernels::cpu::ConvShape;
 using PoolShape = kernels::cpu::PoolShape;
+
+// Scratch memory the caller holds for one call (a ledger lease, so that no backend
+// allocates behind the ledger's back): `size` floats on the backend's device.
+struct Workspace {
+    float* data = nullptr;
+    std::size_t size = 0;
+};
+
+// A workspace smaller than the call needs is a caller's bug: refuse it before any
+// kernel could write past its end.
+inline void require_workspace(const Workspace& workspace, std::size_t needed, const char* what) {
+    if (needed > 0 && (workspace.data == nullptr || workspace.size < needed))
+        throw std::invalid_argument(std::string(what) + ": workspace of " + std::to_string(workspace.size) +
+                                    " floats, needs " + std::to_string(needed));
+}
 
 class Backend {
 public:
@@ -39,8 +56,10 @@ public:
     virtual void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) = 0;
     // Mean loss over the batch; gradient of that mean into `grad` (nullable).
     // Classification reads `labels` (rows entries), the others `targets`.
+    // `workspace` holds at least loss_workspace(kind, rows, cols) floats.
+    [[nodiscard]] virtual std::size_t loss_workspace(LossKind kind, std::size_t rows, std::size_t cols) const = 0;
     virtual double loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
-                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) = 0;
+                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct, Workspace workspace) = 0;
     virtual void sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
                           bool first_step) = 0;
     virtual void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
@@ -48,12 +67,13 @@ public:
     virtual void fill(float* y, std::size_t n, float value) = 0;
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
 
-    // NCHW convolution and max pooling. `workspace` holds conv_workspace(s) floats.
+    // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
+    // floats; a layer sizes it once for its largest batch and passes it whole.
     [[nodiscard]] virtual std::size_t conv_workspace(const ConvShape& s) const = 0;
     virtual void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                                float* workspace) = 0;
+                                Workspace workspace) = 0;
     virtual void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
-                                 float* dweight, float* dbias, float* dx, float* workspace) = 0;
+                                 float* dweight, float* dbias, float* dx, Workspace workspace) = 0;
     virtual void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) = 0;
     virtual void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) = 0;
 

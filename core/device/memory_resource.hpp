@@ -29,6 +29,9 @@ public:
     virtual void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept = 0;
     virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
     virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) = 0;
+    // Whether the host can read and write this memory directly (the CPU's, pinned
+    // memory): a copy between it and another device then needs no staging buffer.
+    [[nodiscard]] virtual bool host_addressable() const noexcept { return false; }
     // Gives cached memory back to the system (no-op where nothing is cached).
     virtual void trim() noexcept {}
     [[nodiscard]] virtual MemoryStats stats() const noexcept = 0;

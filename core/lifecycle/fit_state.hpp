@@ -14,6 +14,7 @@ struct Session::FitState {
     std::unique_ptr<nn::Optimizer> optimizer;
     nn::Buffer labels;   // device copy of the batch's labels
     nn::Tensor targets;  // device copy of the batch's targets
+    nn::Tensor loss_workspace;  // the backend's scratch for the loss (none on the CPU)
     std::unique_ptr<data::Batcher> batcher;
     std::vector<float> host_features;
     std::vector<std::int32_t> host_labels;

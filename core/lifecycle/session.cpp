@@ -43,19 +43,20 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     std::vector<device::Device*> raw;
     for (auto& dev : devices_) raw.push_back(dev.get());
     ledger_ = std::make_unique<resources::Ledger>(std::move(raw));
-    // The core's own stream and library handles are leases like any plugin's.
-    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
-        if (!devices_[i]->wants_core_objects()) continue;
-        auto object = [&](th_resource_kind kind, const char* tag) {
-            const th_handle handle = ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
-            core_objects_.push_back(handle);
-            return ledger_->object(resources::kCoreOwner, handle, kind);
-        };
-        devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"), object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
-                                        object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
-    }
     // From here a failure must give the devices' handles back before the ledger goes.
     try {
+        // The core's own stream and library handles are leases like any plugin's.
+        for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
+            if (!devices_[i]->wants_core_objects()) continue;
+            auto object = [&](th_resource_kind kind, const char* tag) {
+                const th_handle handle = ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
+                core_objects_.push_back(handle);
+                return ledger_->object(resources::kCoreOwner, handle, kind);
+            };
+            devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"),
+                                            object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
+                                            object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
+        }
         if (config.device == "auto")
             out_ << fmt::format("device: {} (auto{})\n", inventory.cuda_count > 0 ? "cuda:0" : "cpu:0",
                                 inventory.cuda_count > 0 ? "" : ", falling back to the CPU: " + inventory.cuda_status);
@@ -382,6 +383,7 @@ void Session::build_fit() {
         throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
     fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width, context, config.seed);
     fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
+    fit.loss_workspace = make_loss_workspace(backend, model_device_);
     if (train_.classes > 0)
         fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels", model_device_);
     if (train_.target_width > 0)
@@ -473,9 +475,7 @@ void Session::train_epoch() {
             upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
             fit.model->forward(rows, true);
             std::size_t batch_correct = 0;
-            const double loss = model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
-                                               fit.targets.data(), rows, fit.model->output_width(),
-                                               fit.model->output_grad(), &batch_correct);
+            const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
             if (!std::isfinite(loss))
                 throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss,
                                              state_.fit_index + 1, state_.epoch + 1, b + 1),
@@ -505,6 +505,21 @@ void Session::train_epoch() {
         check_interrupt();
     }
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
+}
+
+// The loss of the batch now in the model's output, on the model's device.
+double Session::batch_loss(std::size_t rows, float* grad, std::size_t* correct) {
+    FitState& fit = *fit_;
+    return model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
+                                             fit.targets.data(), rows, fit.model->output_width(), grad, correct,
+                                             fit.loss_workspace.as_workspace());
+}
+
+// Sized for the largest batch; none where the backend needs no scratch.
+nn::Tensor Session::make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const {
+    const std::size_t floats = backend.loss_workspace(fit_->loss, fit_->model->max_rows(), fit_->model->output_width());
+    if (floats == 0) return {};
+    return nn::Tensor(*ledger_, {floats}, TH_SCOPE_FIT, "loss.workspace", device);
 }
 
 void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
@@ -537,9 +552,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         upload_batch(rows, features, labels, targets);
         fit.model->forward(rows, false);
         std::size_t batch_correct = 0;
-        loss_sum += static_cast<double>(rows) * model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
-                                                               fit.targets.data(), rows, fit.model->output_width(),
-                                                               nullptr, &batch_correct);
+        loss_sum += static_cast<double>(rows) * batch_loss(rows, nullptr, &batch_correct);
         correct += batch_correct;
         seen += rows;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);

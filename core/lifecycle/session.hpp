@@ -136,6 +136,8 @@ private:
     void construct();
     void restore_checkpoint();
     void apply_pending_move();
+    [[nodiscard]] nn::Tensor make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const;
+    [[nodiscard]] double batch_loss(std::size_t rows, float* grad, std::size_t* correct);
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
     [[nodiscard]] device::Device& model_device_ref() const { return *devices_[model_device_]; }
     void record_leaks(std::vector<resources::Leak> leaks);

@@ -52,6 +52,7 @@ void Session::apply_pending_move() {
     fit.optimizer->move_to(target, backend);
     fit.labels.move_to(target);
     fit.targets.move_to(target);
+    fit.loss_workspace = make_loss_workspace(backend, target);  // scratch: nothing to copy
     ledger_->relocate_attached(target);
     model_device_ = target;
     state_.device = devices_[target]->name().c_str();

@@ -126,12 +126,13 @@ device::ConvShape Conv2d::with_rows(std::size_t rows) const noexcept {
 }
 
 void Conv2d::forward(const float* x, float* y, std::size_t rows, bool) {
-    backend_->conv2d_forward(with_rows(rows), x, params_[0].value.data(), params_[1].value.data(), y, workspace_.data());
+    backend_->conv2d_forward(with_rows(rows), x, params_[0].value.data(), params_[1].value.data(), y,
+                             workspace_.as_workspace());
 }
 
 void Conv2d::backward(const float* x, const float*, const float* dy, float* dx, std::size_t rows) {
     backend_->conv2d_backward(with_rows(rows), x, params_[0].value.data(), dy, params_[0].grad.data(),
-                              params_[1].grad.data(), dx, workspace_.data());
+                              params_[1].grad.data(), dx, workspace_.as_workspace());
 }
 
 void Conv2d::move_to(device::DeviceIndex target, device::Backend& backend) {

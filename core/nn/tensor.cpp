@@ -8,11 +8,19 @@ void Buffer::move_to(device::DeviceIndex target) {
     if (ledger_ == nullptr || target == device_) return;
     const resources::LeaseRecord& record = ledger_->record(resources::kCoreOwner, handle_);
     Buffer moved(*ledger_, bytes_, record.scope, record.tag, target);
-    // Through host memory: correct between any two devices; device-to-device paths
-    // belong to the backends that have them.
-    std::vector<std::byte> staging(bytes_);
-    ledger_->device(device_).memory().copy_to_host(staging.data(), address_, bytes_);
-    ledger_->device(target).memory().copy_from_host(moved.address_, staging.data(), bytes_);
+    device::MemoryResource& from = ledger_->device(device_).memory();
+    device::MemoryResource& to = ledger_->device(target).memory();
+    // One copy where either side is host memory (every move between the CPU and a
+    // GPU); between two GPUs, through a host buffer.
+    if (from.host_addressable()) {
+        to.copy_from_host(moved.address_, address_, bytes_);
+    } else if (to.host_addressable()) {
+        from.copy_to_host(moved.address_, address_, bytes_);
+    } else {
+        std::vector<std::byte> staging(bytes_);
+        from.copy_to_host(staging.data(), address_, bytes_);
+        to.copy_from_host(moved.address_, staging.data(), bytes_);
+    }
     *this = std::move(moved);  // releases the old lease
 }
 

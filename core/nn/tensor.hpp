@@ -2,6 +2,7 @@
 // state and its activations is a ledger lease of the owner "core".
 #pragma once
 
+#include "device/backend.hpp"
 #include "resources/ledger.hpp"
 
 #include <cstddef>
@@ -80,6 +81,8 @@ public:
     [[nodiscard]] std::size_t bytes() const noexcept { return numel_ * sizeof(float); }
     [[nodiscard]] bool empty() const noexcept { return numel_ == 0 || data() == nullptr; }
     [[nodiscard]] const Buffer& buffer() const noexcept { return buffer_; }
+    // The tensor lent to a backend call as scratch.
+    [[nodiscard]] device::Workspace as_workspace() const noexcept { return {data(), numel_}; }
     void move_to(device::DeviceIndex target) {
         if (!empty()) buffer_.move_to(target);
     }

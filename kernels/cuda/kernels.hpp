@@ -70,8 +70,14 @@ void mask_below(const float* x, float threshold, float* mask, std::size_t n, cud
 //
 // Each returns the mean loss (computed in double) to the host and, when grad
 // is not null, writes the gradient of that mean into grad (device). These
-// synchronise `stream` to read the result back. Scratch memory comes from
-// cudaMallocAsync / cudaFreeAsync on `stream` (the device's default pool).
+// synchronise `stream` to read the result back. Scratch is the caller's: at
+// least *_scratch_bytes(...) bytes of device memory, 8-byte aligned (the core
+// holds it as a ledger lease), so no loss allocates. Too little, a null or a
+// misaligned scratch throws std::invalid_argument before anything is enqueued.
+
+[[nodiscard]] std::size_t cross_entropy_scratch_bytes(int rows);
+// For bce_with_logits and mse over n elements.
+[[nodiscard]] std::size_t elementwise_loss_scratch_bytes(std::size_t n);
 
 // labels: `rows` class indices on the device. correct_out is a HOST pointer
 // (nullable) that receives the number of rows whose argmax (lowest index on
@@ -79,11 +85,13 @@ void mask_below(const float* x, float threshold, float* mask, std::size_t n, cud
 // outside [0, classes) nothing is written to grad or correct_out and
 // std::invalid_argument is thrown. Also throws it when rows < 1 or classes < 1.
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,
-                     int* correct_out, cudaStream_t stream);
+                     int* correct_out, void* scratch, std::size_t scratch_bytes, cudaStream_t stream);
 // Throws std::invalid_argument when n == 0.
-double bce_with_logits(const float* logits, const float* targets, std::size_t n, float* grad, cudaStream_t stream);
+double bce_with_logits(const float* logits, const float* targets, std::size_t n, float* grad, void* scratch,
+                       std::size_t scratch_bytes, cudaStream_t stream);
 // Throws std::invalid_argument when n == 0.
-double mse(const float* prediction, const float* target, std::size_t n, float* grad, cudaStream_t stream);
+double mse(const float* prediction, const float* target, std::size_t n, float* grad, void* scratch,
+           std::size_t scratch_bytes, cudaStream_t stream);
 
 // --- optimizers (twins of kernels/cpu/optimizers.hpp) -----------------------
 //

@@ -7,13 +7,15 @@
 // up in a fixed order. Only the association of the final sum differs from the
 // CPU's left-to-right loop, so the loss agrees to double rounding.
 //
-// Scratch comes from cudaMallocAsync on the caller's stream (stream-ordered,
-// so no device-wide synchronisation) and is released with cudaFreeAsync.
+// Scratch is the caller's (a ledger lease of the core), sized by the
+// *_scratch_bytes functions: no loss allocates device memory of its own.
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/kernels.hpp"
 
+#include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -31,23 +33,20 @@ constexpr unsigned int kFullMask = 0xffffffffu;
 constexpr unsigned int kNoBadRow = UINT_MAX;  // cudaMemset(0xff) pattern
 constexpr std::size_t kMaxLossBlocks = 1024;
 
-// Stream-ordered device scratch, released on every path out of the wrapper.
-class Scratch {
-public:
-    Scratch(std::size_t bytes, cudaStream_t stream, const char* what) : stream_(stream) {
-        check(cudaMallocAsync(&pointer_, bytes, stream), what);
-    }
-    Scratch(const Scratch&) = delete;
-    Scratch& operator=(const Scratch&) = delete;
-    ~Scratch() { static_cast<void>(cudaFreeAsync(pointer_, stream_)); }
-    [[nodiscard]] char* bytes() const { return static_cast<char*>(pointer_); }
-
-private:
-    void* pointer_ = nullptr;
-    cudaStream_t stream_;
-};
-
 std::size_t align_up(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
+
+// Offsets within the scratch are multiples of 256, so an 8-byte aligned base keeps
+// every double and long long in it aligned.
+void require_scratch(const char* loss_name, const void* scratch, std::size_t scratch_bytes, std::size_t needed) {
+    if (scratch == nullptr || reinterpret_cast<std::uintptr_t>(scratch) % alignof(double) != 0 ||
+        scratch_bytes < needed) {
+        throw std::invalid_argument(std::string(loss_name) + ": needs " + std::to_string(needed) +
+                                    " bytes of 8-byte aligned device scratch, got " + std::to_string(scratch_bytes) +
+                                    (scratch == nullptr ? " (null)" : "") +
+                                    (reinterpret_cast<std::uintptr_t>(scratch) % alignof(double) != 0 ? " (misaligned)"
+                                                                                                      : ""));
+    }
+}
 
 // Sum of one double per thread over a kThreads block, in a fixed tree order.
 // The total is valid in thread 0 only. `shared` holds kThreads doubles.
@@ -238,41 +237,49 @@ void require_nonempty(const char* loss_name, std::size_t n) {
 // Runs `launch(block_sums)` (which must fill `blocks` partial sums), reduces
 // them, and returns the total to the host.
 template <typename Launch>
-double reduce_elementwise_loss(const char* name, unsigned int blocks, cudaStream_t stream, Launch launch) {
+double reduce_elementwise_loss(const char* name, unsigned int blocks, char* scratch, cudaStream_t stream,
+                               Launch launch) {
     const std::size_t partial_bytes = align_up(blocks * sizeof(double));
+    auto* block_sums = reinterpret_cast<double*>(scratch);
+    auto* device_total = reinterpret_cast<double*>(scratch + partial_bytes);
+    launch(block_sums);
+    check_launch(name);
+    sum_doubles_kernel<<<1, kThreads, 0, stream>>>(block_sums, blocks, device_total);
+    check_launch(name);
     double total = 0.0;
-    {
-        Scratch scratch(partial_bytes + sizeof(double), stream, name);
-        auto* block_sums = reinterpret_cast<double*>(scratch.bytes());
-        auto* device_total = reinterpret_cast<double*>(scratch.bytes() + partial_bytes);
-        launch(block_sums);
-        check_launch(name);
-        sum_doubles_kernel<<<1, kThreads, 0, stream>>>(block_sums, blocks, device_total);
-        check_launch(name);
-        check(cudaMemcpyAsync(&total, device_total, sizeof(double), cudaMemcpyDeviceToHost, stream), name);
-    }
+    check(cudaMemcpyAsync(&total, device_total, sizeof(double), cudaMemcpyDeviceToHost, stream), name);
     check(cudaStreamSynchronize(stream), name);
     return total;
 }
 
 }  // namespace
 
+std::size_t cross_entropy_scratch_bytes(int rows) {
+    const auto row_count = static_cast<std::size_t>(std::max(rows, 0));
+    return align_up(sizeof(CrossEntropyResult)) + align_up(row_count * sizeof(double)) + row_count * sizeof(int);
+}
+
+std::size_t elementwise_loss_scratch_bytes(std::size_t n) {
+    return align_up(loss_blocks(n) * sizeof(double)) + sizeof(double);
+}
+
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,
-                     int* correct_out, cudaStream_t stream) {
+                     int* correct_out, void* scratch, std::size_t scratch_bytes, cudaStream_t stream) {
     if (rows < 1 || classes < 1) {
         throw std::invalid_argument("cross_entropy: need rows >= 1 and classes >= 1, got rows=" +
                                     std::to_string(rows) + ", classes=" + std::to_string(classes));
     }
+    require_scratch("cross_entropy", scratch, scratch_bytes, cross_entropy_scratch_bytes(rows));
     const auto row_count = static_cast<std::size_t>(rows);
     const std::size_t result_bytes = align_up(sizeof(CrossEntropyResult));
     const std::size_t loss_bytes = align_up(row_count * sizeof(double));
     const double inverse_rows = 1.0 / static_cast<double>(rows);
     CrossEntropyResult result{};
     {
-        Scratch scratch(result_bytes + loss_bytes + row_count * sizeof(int), stream, "cross_entropy");
-        auto* device_result = reinterpret_cast<CrossEntropyResult*>(scratch.bytes());
-        auto* row_loss = reinterpret_cast<double*>(scratch.bytes() + result_bytes);
-        auto* row_correct = reinterpret_cast<int*>(scratch.bytes() + result_bytes + loss_bytes);
+        auto* bytes = static_cast<char*>(scratch);
+        auto* device_result = reinterpret_cast<CrossEntropyResult*>(bytes);
+        auto* row_loss = reinterpret_cast<double*>(bytes + result_bytes);
+        auto* row_correct = reinterpret_cast<int*>(bytes + result_bytes + loss_bytes);
         check(cudaMemsetAsync(&device_result->first_bad_row, 0xff, sizeof(unsigned int), stream), "cross_entropy");
 
         validate_labels_kernel<<<detail::blocks_for(row_count), kThreads, 0, stream>>>(labels, rows, classes,
@@ -306,21 +313,27 @@ double cross_entropy(const float* logits, const std::int32_t* labels, int rows, 
     return result.loss_sum * inverse_rows;
 }
 
-double bce_with_logits(const float* logits, const float* targets, std::size_t n, float* grad, cudaStream_t stream) {
+double bce_with_logits(const float* logits, const float* targets, std::size_t n, float* grad, void* scratch,
+                       std::size_t scratch_bytes, cudaStream_t stream) {
     require_nonempty("bce_with_logits", n);
+    require_scratch("bce_with_logits", scratch, scratch_bytes, elementwise_loss_scratch_bytes(n));
     const double inverse_n = 1.0 / static_cast<double>(n);
     const unsigned int blocks = loss_blocks(n);
-    const double sum = reduce_elementwise_loss("bce_with_logits", blocks, stream, [&](double* block_sums) {
+    const double sum = reduce_elementwise_loss("bce_with_logits", blocks, static_cast<char*>(scratch), stream,
+                                               [&](double* block_sums) {
         bce_with_logits_kernel<<<blocks, kThreads, 0, stream>>>(logits, targets, n, grad, inverse_n, block_sums);
     });
     return sum * inverse_n;
 }
 
-double mse(const float* prediction, const float* target, std::size_t n, float* grad, cudaStream_t stream) {
+double mse(const float* prediction, const float* target, std::size_t n, float* grad, void* scratch,
+           std::size_t scratch_bytes, cudaStream_t stream) {
     require_nonempty("mse", n);
+    require_scratch("mse", scratch, scratch_bytes, elementwise_loss_scratch_bytes(n));
     const double inverse_n = 1.0 / static_cast<double>(n);
     const unsigned int blocks = loss_blocks(n);
-    const double sum = reduce_elementwise_loss("mse", blocks, stream, [&](double* block_sums) {
+    const double sum = reduce_elementwise_loss("mse", blocks, static_cast<char*>(scratch), stream,
+                                               [&](double* block_sums) {
         mse_kernel<<<blocks, kThreads, 0, stream>>>(prediction, target, n, grad, inverse_n, block_sums);
     });
     return sum * inverse_n;

@@ -5,6 +5,7 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "kernels/random_data.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -31,18 +32,7 @@ void require_close(double actual, double expected, double rel_tol, double abs_to
     REQUIRE(std::fabs(actual - expected) <= rel_tol * std::max(std::fabs(actual), std::fabs(expected)) + abs_tol);
 }
 
-// Uniform in [-limit, limit] but never within min_magnitude of 0, so data is
-// never accidentally zero and ReLU inputs stay clear of the kink.
-std::vector<float> random_values(std::mt19937& rng, std::size_t n, float limit = 2.0f, float min_magnitude = 1e-2f) {
-    std::uniform_real_distribution<float> dist(-limit, limit);
-    std::vector<float> values(n);
-    for (float& v : values) {
-        do {
-            v = dist(rng);
-        } while (std::fabs(v) < min_magnitude);
-    }
-    return values;
-}
+using kernel_test_data::random_values;
 
 // Central differences of a double-valued objective of float inputs. The
 // denominator uses the perturbations as actually rounded to float.

@@ -1,168 +1,39 @@
 // Every kernel in kernels/cuda against its CPU twin in kernels/cpu, on the
 // same random inputs. Tagged [cuda]; each test passes with a warning (and
 // checks nothing) when no CUDA device is usable, so CPU-only CI stays green.
+// The losses are in test_cuda_losses.cpp; the helpers in cuda_test_support.hpp.
 
-#include <catch2/catch.hpp>
+#include "cuda_test_support.hpp"
 
 #include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/elementwise.hpp"
-#include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "kernels/cuda/kernels.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <cuda_runtime_api.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <iomanip>
 #include <limits>
 #include <random>
 #include <stdexcept>
-#include <string>
 #include <utility>
 #include <vector>
 
 namespace cpu = trainhost::kernels::cpu;
 namespace gpu = trainhost::kernels::cuda;
 
+using cuda_test_support::DeviceBuffer;
+using cuda_test_support::random_unit;
+using cuda_test_support::random_values;
+using cuda_test_support::require_all_close;
+using cuda_test_support::require_changed;
+using cuda_test_support::Stream;
+
 namespace {
-
-bool have_cuda_device() {
-    int count = 0;
-    const cudaError_t error = cudaGetDeviceCount(&count);
-    static_cast<void>(cudaGetLastError());  // clear the error of a failed query
-    return error == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_CUDA()           \
-    do {                              \
-        if (!have_cuda_device()) {    \
-            WARN("no CUDA device");   \
-            return;                   \
-        }                             \
-    } while (false)
-
-#define CUDA_REQUIRE(call)                                                          \
-    do {                                                                            \
-        const cudaError_t cuda_require_error_ = (call);                             \
-        INFO(#call << ": " << cudaGetErrorString(cuda_require_error_));            \
-        REQUIRE(cuda_require_error_ == cudaSuccess);                                \
-    } while (false)
-
-class Stream {
-public:
-    Stream() { CUDA_REQUIRE(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking)); }
-    Stream(const Stream&) = delete;
-    Stream& operator=(const Stream&) = delete;
-    ~Stream() { static_cast<void>(cudaStreamDestroy(stream_)); }
-    operator cudaStream_t() const { return stream_; }  // NOLINT: used as a cudaStream_t everywhere
-
-private:
-    cudaStream_t stream_ = nullptr;
-};
-
-// A device array whose bytes start as 0xff, so every float in it is NaN until
-// a kernel writes it: an output a kernel forgets to write fails the comparison.
-template <typename T>
-class DeviceBuffer {
-public:
-    explicit DeviceBuffer(std::size_t n) : n_(n) {
-        CUDA_REQUIRE(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<std::size_t>(n, 1) * sizeof(T)));
-        CUDA_REQUIRE(cudaMemset(data_, 0xff, std::max<std::size_t>(n, 1) * sizeof(T)));
-    }
-    explicit DeviceBuffer(const std::vector<T>& values) : DeviceBuffer(values.size()) { upload(values); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    ~DeviceBuffer() { static_cast<void>(cudaFree(data_)); }
-
-    [[nodiscard]] T* get() const { return data_; }
-    void upload(const std::vector<T>& values) {
-        REQUIRE(values.size() == n_);
-        CUDA_REQUIRE(cudaMemcpy(data_, values.data(), n_ * sizeof(T), cudaMemcpyHostToDevice));
-    }
-    // Waits for `stream`, then copies back; also surfaces asynchronous kernel faults.
-    [[nodiscard]] std::vector<T> download(cudaStream_t stream) const {
-        CUDA_REQUIRE(cudaStreamSynchronize(stream));
-        std::vector<T> values(n_);
-        CUDA_REQUIRE(cudaMemcpy(values.data(), data_, n_ * sizeof(T), cudaMemcpyDeviceToHost));
-        return values;
-    }
-
-private:
-    T* data_ = nullptr;
-    std::size_t n_;
-};
-
-// Uniform in [-limit, limit] but never within min_magnitude of 0: data is never
-// accidentally zero and ReLU inputs stay clear of the kink.
-std::vector<float> random_values(std::mt19937& rng, std::size_t n, float limit = 2.0f, float min_magnitude = 1e-2f) {
-    std::uniform_real_distribution<float> dist(-limit, limit);
-    std::vector<float> values(n);
-    for (float& v : values) {
-        do {
-            v = dist(rng);
-        } while (std::fabs(v) < min_magnitude);
-    }
-    return values;
-}
-
-std::vector<float> random_unit(std::mt19937& rng, std::size_t n) {  // (0, 1]
-    std::uniform_real_distribution<float> dist(0.0f, 1.0f);
-    std::vector<float> values(n);
-    for (float& v : values) {
-        do {
-            v = dist(rng);
-        } while (v == 0.0f);
-    }
-    return values;
-}
-
-constexpr double kTolerance = 1e-5;  // fp32 relative agreement
-
-// |actual - expected| <= 1e-5 * max(floor, |expected|) everywhere, and a NaN or
-// infinity on either side always fails. floor = 1 is plain fp32 agreement for
-// O(1) data; outputs whose natural scale is far below 1 (loss gradients carry
-// a 1/n factor, Adam's second moment is ~1e-3) pass a smaller floor so the
-// check stays relative instead of degenerating to "both are tiny". Reports the
-// first offending element and how many there are, with a single assertion.
-void require_all_close(const std::vector<float>& actual, const std::vector<float>& expected, double floor = 1.0) {
-    REQUIRE(actual.size() == expected.size());
-    std::size_t bad = 0;
-    std::size_t first_bad = 0;
-    for (std::size_t i = 0; i < actual.size(); ++i) {
-        const double a = actual[i];
-        const double b = expected[i];
-        const bool ok =
-            std::isfinite(a) && std::isfinite(b) && std::fabs(a - b) <= kTolerance * std::max(floor, std::fabs(b));
-        if (!ok && bad++ == 0) {
-            first_bad = i;
-        }
-    }
-    INFO(std::setprecision(9) << bad << " of " << actual.size() << " elements differ; first at " << first_bad
-                              << ": cuda = " << (bad ? actual[first_bad] : 0.0f)
-                              << ", cpu = " << (bad ? expected[first_bad] : 0.0f));
-    REQUIRE(bad == 0);
-}
-
-void require_close(double actual, double expected, double tol) {
-    INFO(std::setprecision(17) << "cuda = " << actual << ", cpu = " << expected);
-    REQUIRE(std::isfinite(actual));
-    REQUIRE(std::isfinite(expected));
-    REQUIRE(std::fabs(actual - expected) <= tol * std::max(1.0, std::fabs(expected)));
-}
-
-// The CPU result must differ from the input somewhere, or an in-place kernel
-// that did nothing would pass.
-void require_changed(const std::vector<float>& after, const std::vector<float>& before) {
-    REQUIRE(after.size() == before.size());
-    REQUIRE(after != before);
-}
-
-// Losses are means accumulated in double on both sides; only the association
-// of the final sum differs, so they agree far beyond fp32.
-constexpr double kLossTolerance = 1e-10;
 
 constexpr std::size_t kN = 100003;  // elementwise size: not a multiple of any block size
 constexpr std::size_t kRows = 37;
@@ -343,125 +214,6 @@ TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda]") {
     DeviceBuffer<float> dmask(mask0);
     gpu::mask_below(dx_in.get(), 0.5f, dmask.get(), kN, stream);
     require_all_close(dmask.download(stream), expected_mask);
-}
-
-TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count", "[cuda]") {
-    SKIP_WITHOUT_CUDA();
-    std::mt19937 rng(606);
-    Stream stream;
-    using Shape = std::pair<int, int>;
-    for (const auto& [rows, classes] :
-         std::vector<Shape>{{static_cast<int>(kRows), static_cast<int>(kCols)}, {1000, 10}, {3, 1}}) {
-        INFO("rows = " << rows << ", classes = " << classes);
-        const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(classes);
-        const auto logits = random_values(rng, count, 5.0f);
-        // Every third row is labelled with its argmax so the correct count is nonzero.
-        std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
-        std::uniform_int_distribution<std::int32_t> any_class(0, classes - 1);
-        for (int r = 0; r < rows; ++r) {
-            const auto row = logits.begin() + static_cast<std::ptrdiff_t>(r) * classes;
-            labels[r] = r % 3 == 0 ? static_cast<std::int32_t>(std::max_element(row, row + classes) - row)
-                                   : any_class(rng);
-        }
-
-        std::vector<float> expected_grad(count);
-        int expected_correct = -1;
-        const double expected_loss =
-            cpu::cross_entropy(logits.data(), labels.data(), rows, classes, expected_grad.data(), &expected_correct);
-        REQUIRE(expected_correct > 0);
-
-        const DeviceBuffer<float> dlogits(logits);
-        const DeviceBuffer<std::int32_t> dlabels(labels);
-        DeviceBuffer<float> dgrad(count);
-        int correct = -1;
-        const double loss =
-            gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, dgrad.get(), &correct, stream);
-        require_close(loss, expected_loss, kLossTolerance);
-        REQUIRE(correct == expected_correct);
-        require_all_close(dgrad.download(stream), expected_grad, 1e-3 / rows);
-
-        // Without grad / correct_out the loss is unchanged.
-        const double loss_only =
-            gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, nullptr, nullptr, stream);
-        REQUIRE(loss_only == loss);
-    }
-}
-
-TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda]") {
-    SKIP_WITHOUT_CUDA();
-    std::mt19937 rng(607);
-    Stream stream;
-    const int rows = static_cast<int>(kRows), classes = static_cast<int>(kCols);
-    const auto logits = random_values(rng, kRows * kCols);
-    std::uniform_int_distribution<std::int32_t> any_class(0, classes - 1);
-    std::vector<std::int32_t> labels(kRows);
-    for (auto& label : labels) {
-        label = any_class(rng);
-    }
-    const DeviceBuffer<float> dlogits(logits);
-    const std::vector<float> sentinel(kRows * kCols, 42.0f);
-    for (const std::int32_t bad_label : {-1, classes, 1 << 30}) {
-        INFO("bad label = " << bad_label);
-        auto bad_labels = labels;
-        bad_labels[29] = bad_label;
-        const DeviceBuffer<std::int32_t> dlabels(bad_labels);
-        DeviceBuffer<float> dgrad(sentinel);
-        int correct = -7;
-        REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, dgrad.get(), &correct, stream),
-                          std::invalid_argument);
-        REQUIRE(dgrad.download(stream) == sentinel);
-        REQUIRE(correct == -7);
-    }
-    // The stream is still usable after the rejection.
-    const DeviceBuffer<std::int32_t> dlabels(labels);
-    const double expected = cpu::cross_entropy(logits.data(), labels.data(), rows, classes, nullptr, nullptr);
-    require_close(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, nullptr, nullptr, stream), expected,
-                  kLossTolerance);
-    REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), 0, classes, nullptr, nullptr, stream),
-                      std::invalid_argument);
-    REQUIRE_THROWS_AS(gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, 0, nullptr, nullptr, stream),
-                      std::invalid_argument);
-}
-
-TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda]") {
-    SKIP_WITHOUT_CUDA();
-    std::mt19937 rng(708);
-    Stream stream;
-    for (const std::size_t n : {kN, std::size_t{1}, std::size_t{300}}) {
-        INFO("n = " << n);
-        const double grad_floor = 1e-3 / static_cast<double>(n);
-        {
-            INFO("bce_with_logits");
-            const auto logits = random_values(rng, n, 8.0f);
-            const auto targets = random_unit(rng, n);
-            std::vector<float> expected_grad(n);
-            const double expected = cpu::bce_with_logits(logits.data(), targets.data(), n, expected_grad.data());
-            const DeviceBuffer<float> dlogits(logits);
-            const DeviceBuffer<float> dtargets(targets);
-            DeviceBuffer<float> dgrad(n);
-            const double loss = gpu::bce_with_logits(dlogits.get(), dtargets.get(), n, dgrad.get(), stream);
-            require_close(loss, expected, kLossTolerance);
-            require_all_close(dgrad.download(stream), expected_grad, grad_floor);
-            REQUIRE(gpu::bce_with_logits(dlogits.get(), dtargets.get(), n, nullptr, stream) == loss);
-        }
-        {
-            INFO("mse");
-            const auto prediction = random_values(rng, n);
-            const auto target = random_values(rng, n);
-            std::vector<float> expected_grad(n);
-            const double expected = cpu::mse(prediction.data(), target.data(), n, expected_grad.data());
-            const DeviceBuffer<float> dprediction(prediction);
-            const DeviceBuffer<float> dtarget(target);
-            DeviceBuffer<float> dgrad(n);
-            const double loss = gpu::mse(dprediction.get(), dtarget.get(), n, dgrad.get(), stream);
-            require_close(loss, expected, kLossTolerance);
-            require_all_close(dgrad.download(stream), expected_grad, grad_floor);
-            REQUIRE(gpu::mse(dprediction.get(), dtarget.get(), n, nullptr, stream) == loss);
-        }
-    }
-    const DeviceBuffer<float> d(1);
-    REQUIRE_THROWS_AS(gpu::bce_with_logits(d.get(), d.get(), 0, nullptr, stream), std::invalid_argument);
-    REQUIRE_THROWS_AS(gpu::mse(d.get(), d.get(), 0, nullptr, stream), std::invalid_argument);
 }
 
 TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda]") {

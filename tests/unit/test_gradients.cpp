@@ -45,7 +45,8 @@ void check_gradients(const Case& c) {
 
     auto loss = [&](float* grad) {
         model.forward(rows, false);
-        return backend.loss(kind, model.output(), labels.data(), targets.data(), rows, out, grad, nullptr);
+        return backend.loss(kind, model.output(), labels.data(), targets.data(), rows, out, grad, nullptr,
+                            device::Workspace{});  // the CPU needs no scratch
     };
     loss(model.output_grad());
     model.backward(rows);

@@ -48,7 +48,7 @@ void CpuBackend::dropout_backward(const float* dy, const std::uint8_t* keep, flo
 }
 
 double CpuBackend::loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
-                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) {
+                        std::size_t rows, std::size_t cols, float* grad, std::size_t* correct, Workspace) {
     switch (kind) {
     case LossKind::cross_entropy: {
         int hits = 0;
@@ -78,13 +78,15 @@ void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, valu
 void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
 
 void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                                float* workspace) {
-    k::conv2d_forward(s, x, weight, bias, y, workspace);
+                                Workspace workspace) {
+    require_workspace(workspace, conv_workspace(s), "conv2d_forward");
+    k::conv2d_forward(s, x, weight, bias, y, workspace.data);
 }
 
 void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
-                                 float* dweight, float* dbias, float* dx, float* workspace) {
-    k::conv2d_backward(s, x, weight, dy, dweight, dbias, dx, workspace);
+                                 float* dweight, float* dbias, float* dx, Workspace workspace) {
+    require_workspace(workspace, conv_workspace(s), "conv2d_backward");
+    k::conv2d_backward(s, x, weight, dy, dweight, dbias, dx, workspace.data);
 }
 
 void CpuBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {

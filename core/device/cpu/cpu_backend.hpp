@@ -15,8 +15,9 @@ public:
     void activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) override;
     void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) override;
     void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) override;
+    [[nodiscard]] std::size_t loss_workspace(LossKind, std::size_t, std::size_t) const override { return 0; }
     double loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets, std::size_t rows,
-                std::size_t cols, float* grad, std::size_t* correct) override;
+                std::size_t cols, float* grad, std::size_t* correct, Workspace workspace) override;
     void sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
                   bool first_step) override;
     void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
@@ -25,9 +26,9 @@ public:
     void copy(const float* x, float* y, std::size_t n) override;
     [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override { return s.column_size(); }
     void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                        float* workspace) override;
+                        Workspace workspace) override;
     void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
-                         float* dbias, float* dx, float* workspace) override;
+                         float* dbias, float* dx, Workspace workspace) override;
     void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) override;
     void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) override;
     void multiply_by_mask(float* x, const float* mask, std::size_t n) override;

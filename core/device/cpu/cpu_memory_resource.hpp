@@ -16,6 +16,7 @@ public:
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override;
     void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) override;
     [[nodiscard]] MemoryStats stats() const noexcept override { return stats_; }
+    [[nodiscard]] bool host_addressable() const noexcept override { return true; }
 
 private:
     std::string name_;

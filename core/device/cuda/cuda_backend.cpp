@@ -11,32 +11,43 @@ namespace trainhost::device {
 
 namespace kc = kernels::cuda;
 
-void CudaBackend::bind(cudaStream_t stream, cublasHandle_t blas, cudnnHandle_t dnn) {
+void CudaBackend::bind(cudaStream_t stream, cublasHandle_t blas, void* blas_workspace, std::size_t blas_workspace_bytes,
+                       cudnnHandle_t dnn) {
+    activate();
     stream_ = stream;
     blas_ = blas;
     dnn_ = dnn;
     TRAINHOST_CUDA_CHECK(cublasSetStream(blas_, stream_));
+    // cublasSetStream puts cuBLAS back on its own workspace pool, which the ledger
+    // does not see: hand it the leased workspace again, after the stream.
+    TRAINHOST_CUDA_CHECK(cublasSetWorkspace(blas_, blas_workspace, blas_workspace_bytes));
     TRAINHOST_CUDA_CHECK(cudnnSetStream(dnn_, stream_));
     // Reproducible results, as on the CPU: no atomics-based reductions in cuBLAS.
     TRAINHOST_CUDA_CHECK(cublasSetAtomicsMode(blas_, CUBLAS_ATOMICS_NOT_ALLOWED));
 }
 
+void CudaBackend::activate() const { TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_)); }
+
 // Row-major C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T: swap the operands.
 void CudaBackend::gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
                        const float* b, int ldb, float beta, float* c, int ldc) {
+    activate();
     TRAINHOST_CUDA_CHECK(cublasSgemm(blas_, transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N, transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N,
                                      n, m, k, &alpha, b, ldb, a, lda, &beta, c, ldc));
 }
 
 void CudaBackend::add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+    activate();
     kc::add_row_bias(y, bias, rows, cols, stream_);
 }
 
 void CudaBackend::bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+    activate();
     kc::bias_gradient(dy, dbias, rows, cols, stream_);
 }
 
 void CudaBackend::activation_forward(Activation kind, const float* x, float* y, std::size_t n) {
+    activate();
     switch (kind) {
     case Activation::relu: kc::relu_forward(x, y, n, stream_); break;
     case Activation::sigmoid: kc::sigmoid_forward(x, y, n, stream_); break;
@@ -45,6 +56,7 @@ void CudaBackend::activation_forward(Activation kind, const float* x, float* y, 
 }
 
 void CudaBackend::activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) {
+    activate();
     switch (kind) {
     case Activation::relu: kc::relu_backward(y, dy, dx, n, stream_); break;
     case Activation::sigmoid: kc::sigmoid_backward(y, dy, dx, n, stream_); break;
@@ -53,51 +65,75 @@ void CudaBackend::activation_backward(Activation kind, const float* y, const flo
 }
 
 void CudaBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
+    activate();
     kc::dropout_forward(x, keep, y, n, p, stream_);
 }
 
 void CudaBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) {
+    activate();
     kc::dropout_backward(dy, keep, dx, n, p, stream_);
 }
 
+std::size_t CudaBackend::loss_workspace(LossKind kind, std::size_t rows, std::size_t cols) const {
+    const std::size_t bytes = kind == LossKind::cross_entropy ? kc::cross_entropy_scratch_bytes(static_cast<int>(rows))
+                                                              : kc::elementwise_loss_scratch_bytes(rows * cols);
+    return (bytes + sizeof(float) - 1) / sizeof(float);
+}
+
 double CudaBackend::loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets,
-                         std::size_t rows, std::size_t cols, float* grad, std::size_t* correct) {
+                         std::size_t rows, std::size_t cols, float* grad, std::size_t* correct, Workspace workspace) {
+    activate();
+    const std::size_t scratch_bytes = workspace.size * sizeof(float);
     switch (kind) {
     case LossKind::cross_entropy: {
         int hits = 0;
         const double value = kc::cross_entropy(output, labels, static_cast<int>(rows), static_cast<int>(cols), grad,
-                                               correct ? &hits : nullptr, stream_);
+                                               correct ? &hits : nullptr, workspace.data, scratch_bytes, stream_);
         if (correct) *correct = static_cast<std::size_t>(hits);
         return value;
     }
-    case LossKind::bce_with_logits: return kc::bce_with_logits(output, targets, rows * cols, grad, stream_);
-    case LossKind::mse: return kc::mse(output, targets, rows * cols, grad, stream_);
+    case LossKind::bce_with_logits:
+        return kc::bce_with_logits(output, targets, rows * cols, grad, workspace.data, scratch_bytes, stream_);
+    case LossKind::mse: return kc::mse(output, targets, rows * cols, grad, workspace.data, scratch_bytes, stream_);
     }
     return 0;
 }
 
 void CudaBackend::sgd_step(float* param, const float* grad, float* momentum, std::size_t n, const SgdHyper& hyper,
                            bool first_step) {
+    activate();
     kc::sgd_step(param, grad, momentum, n, hyper, first_step, stream_);
 }
 
 void CudaBackend::adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                             const AdamHyper& hyper, std::int64_t step) {
+    activate();
     kc::adam_step(param, grad, exp_avg, exp_avg_sq, n, hyper, step, stream_);
 }
 
-void CudaBackend::fill(float* y, std::size_t n, float value) { kc::fill(y, n, value, stream_); }
+void CudaBackend::fill(float* y, std::size_t n, float value) {
+    activate();
+    kc::fill(y, n, value, stream_);
+}
 
-void CudaBackend::copy(const float* x, float* y, std::size_t n) { kc::copy(x, y, n, stream_); }
+void CudaBackend::copy(const float* x, float* y, std::size_t n) {
+    activate();
+    kc::copy(x, y, n, stream_);
+}
 
-void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) { kc::multiply_by_mask(x, mask, n, stream_); }
+void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) {
+    activate();
+    kc::multiply_by_mask(x, mask, n, stream_);
+}
 
 void CudaBackend::mask_below(const float* x, float threshold, float* mask, std::size_t n) {
+    activate();
     kc::mask_below(x, threshold, mask, n, stream_);
 }
 
 // Selection runs on the host: it happens once per pruning step, not per batch.
 float CudaBackend::kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) {
+    activate();
     if (k == 0) return 0.0f;
     std::vector<float> kept, values, mask;
     for (const MaskedSpan& span : spans) {
@@ -156,6 +192,7 @@ constexpr cudnnConvolutionBwdFilterAlgo_t kBackwardFilter = CUDNN_CONVOLUTION_BW
 }  // namespace
 
 std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
+    activate();
     // Sized for the largest batch the layer will see; cuDNN needs a handle to ask.
     ConvDescriptors d(s);
     std::size_t forward = 0, data = 0, filter = 0;
@@ -165,35 +202,43 @@ std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
     return (std::max({forward, data, filter}) + sizeof(float) - 1) / sizeof(float) + 1;
 }
 
+// The whole workspace goes to cuDNN, which refuses one too small for the call: it
+// was sized once for the layer's largest batch, and asking per call would cost three
+// queries a step.
 void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                                 float* workspace) {
+                                 Workspace workspace) {
+    activate();
     ConvDescriptors d(s);
     const float one = 1.0f, zero = 0.0f;
-    const std::size_t bytes = conv_workspace(s) * sizeof(float);
-    TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x, x, d.w, weight, d.conv, kForward, workspace, bytes, &zero, d.y, y));
+    const std::size_t bytes = workspace.size * sizeof(float);
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x, x, d.w, weight, d.conv, kForward, workspace.data, bytes,
+                                                 &zero, d.y, y));
     TRAINHOST_CUDA_CHECK(cudnnAddTensor(dnn_, &one, d.bias, bias, &one, d.y, y));
 }
 
 void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
-                                  float* dweight, float* dbias, float* dx, float* workspace) {
+                                  float* dweight, float* dbias, float* dx, Workspace workspace) {
+    activate();
     ConvDescriptors d(s);
     const float one = 1.0f, zero = 0.0f;
-    const std::size_t bytes = conv_workspace(s) * sizeof(float);
-    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x, x, d.y, dy, d.conv, kBackwardFilter, workspace, bytes,
-                                                        &zero, d.w, dweight));
+    const std::size_t bytes = workspace.size * sizeof(float);
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x, x, d.y, dy, d.conv, kBackwardFilter, workspace.data,
+                                                        bytes, &zero, d.w, dweight));
     TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardBias(dnn_, &one, d.y, dy, &zero, d.bias, dbias));
     if (dx != nullptr)
-        TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardData(dnn_, &one, d.w, weight, d.y, dy, d.conv, kBackwardData, workspace,
-                                                          bytes, &zero, d.x, dx));
+        TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardData(dnn_, &one, d.w, weight, d.y, dy, d.conv, kBackwardData,
+                                                          workspace.data, bytes, &zero, d.x, dx));
 }
 
 // Pooling keeps the argmax of the forward pass, as on the CPU, so both backends share
 // one layer and one backward rule (cuDNN's pooling backward wants x and y instead).
 void CudaBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
+    activate();
     kc::max_pool2d_forward(s, x, y, argmax, stream_);
 }
 
 void CudaBackend::max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) {
+    activate();
     kc::max_pool2d_backward(s, dy, argmax, dx, stream_);
 }
 

@@ -141,8 +141,11 @@ void CudaDevice::adopt_core_objects(void* stream, void* blas, void* dnn) {
         return;
     }
     auto* stream_handle = static_cast<cudaStream_t>(stream);
+    const auto* blas_context = static_cast<const CudaBlasContext*>(blas);
     memory_->bind_stream(stream_handle);
-    backend_->bind(stream_handle, static_cast<CudaBlasContext*>(blas)->handle, static_cast<cudnnHandle_t>(dnn));
+    backend_->bind(stream_handle, blas_context->handle, blas_context->workspace, kBlasWorkspaceBytes,
+                   static_cast<cudnnHandle_t>(dnn));
+    warm_up(*backend_, *memory_);
 }
 
 void* CudaDevice::create_object(th_resource_kind kind) noexcept {
@@ -207,7 +210,16 @@ void CudaDevice::event_record(void* event, void* stream) {
     TRAINHOST_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream)));
 }
 
-bool CudaDevice::event_query(void* event) { return cudaEventQuery(static_cast<cudaEvent_t>(event)) == cudaSuccess; }
+// Not ready is an answer; anything else is a fault that must not pass for "still running".
+bool CudaDevice::event_query(void* event) {
+    const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
+    if (status == cudaErrorNotReady) {
+        cudaGetLastError();
+        return false;
+    }
+    TRAINHOST_CUDA_CHECK(status);
+    return true;
+}
 
 void CudaDevice::synchronize() {
     TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));

@@ -52,6 +52,7 @@ public:
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override;
     void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) override;
     [[nodiscard]] MemoryStats stats() const noexcept override { return stats_; }
+    [[nodiscard]] bool host_addressable() const noexcept override { return true; }
 
 private:
     std::string name_;
@@ -78,8 +79,9 @@ public:
     void adopt_core_objects(void* stream, void* blas, void* dnn) override;
     [[nodiscard]] std::optional<std::uint64_t> driver_free_bytes() const override;
 
-    // The size of the cuBLAS workspace that goes with every BLAS handle.
-    static constexpr std::uint64_t kBlasWorkspaceBytes = 4u << 20;
+    // The cuBLAS workspace that goes with every BLAS handle: the size cuBLAS's own
+    // pool uses on Hopper (32 MiB; 4 MiB on older GPUs).
+    static constexpr std::uint64_t kBlasWorkspaceBytes = 32u << 20;
 
 private:
     int ordinal_;
