@@ -16,8 +16,11 @@ if(NOT TRAINHOST_CUDA STREQUAL "OFF")
   set(_trainhost_cuda_missing "")
   if(CMAKE_CUDA_COMPILER)
     find_package(CUDAToolkit QUIET)
-    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-    find_library(CUDNN_LIBRARY cudnn HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
+    # CUDNN_ROOT may name a cuDNN outside the toolkit, such as the nvidia-cudnn wheel's
+    # folder, whose library comes without the unversioned libcudnn.so link.
+    find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS $ENV{CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+    find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9
+                 HINTS $ENV{CUDNN_ROOT}/lib ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64 /usr/lib/x86_64-linux-gnu)
     if(NOT CUDAToolkit_FOUND)
       set(_trainhost_cuda_missing "the CUDA toolkit (CUDAToolkit)")
     elseif(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)

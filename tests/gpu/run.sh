@@ -1,31 +1,91 @@
 #!/usr/bin/env bash
-# The one GPU check, for a machine with an NVIDIA GPU (about 5 minutes on an H200):
-# build with CUDA, run the [cuda] tests, run the failure scenarios on the GPU with
-# the driver's own memory count, and time the autoencoder and the Fashion-MNIST CNN
-# against PyTorch on the same GPU. Output: a short table; logs under $OUT if set.
+# The one GPU check, for a machine with an NVIDIA GPU (a few minutes on an H200):
+# run the [cuda] tests, run the failure scenarios on the GPU with the driver's own
+# memory count, and time the autoencoder and the Fashion-MNIST CNN against PyTorch
+# on the same GPU. Prints a short table; gpu.log and gpu-logs.tgz go to $OUT if set.
+#
+# With .gpu-bundle/ (tests/gpu/prepare.sh) it runs the build prepared there, for a
+# machine without this project's build dependencies; without it, it builds here
+# with -DTRAINHOST_CUDA=ON.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-out=${OUT:-$(mktemp -d)}
-jobs=$(nproc)
-log() { printf '%s\n' "$*" | tee -a "$out/gpu.log"; }
+root=$PWD
+logs=$(mktemp -d)
+status=0
+log() { printf '%s\n' "$*" | tee -a "$logs/gpu.log"; }
+finish() {
+  if [[ -n ${OUT:-} ]]; then
+    cp "$logs/gpu.log" "$OUT/" 2>/dev/null
+    tar -C "$logs" -czf "$OUT/gpu-logs.tgz" . 2>/dev/null
+  fi
+  exit "$status"
+}
+fail() { log "FAIL: $*"; status=1; }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.log"
-command -v cmake >/dev/null && command -v ninja >/dev/null || { log "needs cmake and ninja"; exit 2; }
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINHOST_CUDA=ON >"$out/configure.log" 2>&1 ||
-  { log "configure failed (see configure.log)"; tail -20 "$out/configure.log"; exit 1; }
-ninja -C build-gpu -j"$jobs" >"$out/build.log" 2>&1 || { log "build failed"; tail -40 "$out/build.log"; exit 1; }
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$logs/gpu.log"
+
+# CUDA's libraries where this machine keeps them: the toolkit, or the wheels PyTorch uses.
+cuda_library_path() {
+  python3 - <<'PY'
+import glob, os, site, sys
+wanted = ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"]
+roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]
+for base in site.getsitepackages():
+    roots += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib")) + glob.glob(os.path.join(base, "nvidia", "lib")))
+found = []
+for name in wanted:
+    hit = next((r for r in roots if os.path.exists(os.path.join(r, name))), None)
+    if hit is None:
+        print(f"cuda_library_path: {name} not found", file=sys.stderr)
+    elif hit not in found:
+        found.append(hit)
+print(":".join(found))
+PY
+}
+
+if [[ -f .gpu-bundle/build.tar.xz ]]; then
+  rm -rf build-gpu
+  python3 -c "import tarfile; tarfile.open('.gpu-bundle/build.tar.xz').extractall('.')" ||
+    { fail "could not unpack .gpu-bundle/build.tar.xz"; finish; }
+  # The build names its checkout by path (the test binary finds trainhost and the
+  # plugins there): make that path lead here.
+  source_dir=$(cat .gpu-bundle/source-dir) build_dir=$(cat .gpu-bundle/build-dir)
+  if [[ ! -e $source_dir ]]; then mkdir -p "$(dirname "$source_dir")" && ln -s "$root" "$source_dir"; fi
+  if [[ ! -e $build_dir ]]; then ln -s "$root/build-gpu" "$build_dir"; fi
+  if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
+    mkdir -p /usr/share/datasets && ln -s "$root/.gpu-bundle/fashion-mnist" /usr/share/datasets/fashion-mnist
+  fi
+  library_path="$root/build-gpu/runtime-lib:$(cuda_library_path 2>>"$logs/gpu.log")"
+  log "using the prepared build (.gpu-bundle)"
+else
+  command -v cmake >/dev/null && command -v ninja >/dev/null || { fail "needs cmake and ninja, or .gpu-bundle"; finish; }
+  # A cuDNN that came with PyTorch's wheels rather than with the toolkit.
+  CUDNN_ROOT=${CUDNN_ROOT:-$(python3 -c "import nvidia.cudnn; print(nvidia.cudnn.__path__[0])" 2>/dev/null)}
+  export CUDNN_ROOT
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTRAINHOST_CUDA=ON >"$logs/configure.log" 2>&1 ||
+    { fail "configure (configure.log)"; tail -20 "$logs/configure.log"; finish; }
+  ninja -C build-gpu -j"$(nproc)" >"$logs/build.log" 2>&1 || { fail "build (build.log)"; tail -40 "$logs/build.log"; finish; }
+  library_path=""
+fi
+# Only trainhost's own processes see the carried libraries: python3 and torch keep theirs.
+th() { LD_LIBRARY_PATH="$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+bin=build-gpu/core/trainhost
+if th ldd "$bin" | grep -q "not found"; then
+  th ldd "$bin" | grep "not found" | tee -a "$logs/gpu.log"; fail "libraries missing for $bin"; finish
+fi
 
 # On a GPU machine a skip is a failure: every [cuda] test must really run.
-build-gpu/tests/trainhost_tests "[cuda]" -r compact >"$out/cuda_tests.log" 2>&1
-status=$?
-if grep -q "no CUDA device" "$out/cuda_tests.log"; then log "FAIL: [cuda] tests skipped on a GPU machine"; status=1; fi
-log "[cuda] tests: $(tail -1 "$out/cuda_tests.log")"
+th build-gpu/tests/trainhost_tests "[cuda]" -r compact >"$logs/cuda_tests.log" 2>&1 || fail "[cuda] tests (cuda_tests.log)"
+grep -q "no CUDA device" "$logs/cuda_tests.log" && fail "[cuda] tests skipped on a GPU machine"
+log "[cuda] tests: $(grep -v '^$' "$logs/cuda_tests.log" | tail -1)"
+grep -E "FAILED|failed" "$logs/cuda_tests.log" | head -20 | tee -a "$logs/gpu.log"
 
-bin=build-gpu/core/trainhost
 scenario() {  # name, args...
   local name=$1; shift
-  if "$bin" "$@" --report "$out/$name.json" >"$out/$name.log" 2>&1; then
-    python3 - "$out/$name.json" "$name" <<'PY' | tee -a "$out/gpu.log"
+  th "$bin" "$@" --report "$logs/$name.json" >"$logs/$name.log" 2>&1
+  local rc=$?
+  if ((rc != 0)); then fail "$name: exit $rc ($name.log)"; tail -5 "$logs/$name.log" | tee -a "$logs/gpu.log"; return; fi
+  python3 - "$logs/$name.json" "$name" <<'PY' 2>&1 | tee -a "$logs/gpu.log" || status=1
 import json, sys
 r = json.load(open(sys.argv[1])); f = r["fits"]
 ends = {e["memory"]["bytes_in_use"] for fit in f for e in fit["epochs"][1:]}
@@ -33,10 +93,8 @@ lost = max((v for fit in f for v in fit.get("unaccounted_device_bytes", {}).valu
 after = max(fit["memory_after_teardown"]["bytes_in_use"] for fit in f)
 ok = len(ends) <= 1 and lost == 0 and after == 0 and r["exit_code"] == 0
 print(f"{sys.argv[2]:<22} {'flat' if len(ends) <= 1 else 'GROWS'}  after teardown {after} B  unaccounted {lost} B  {'ok' if ok else 'FAIL'}")
+sys.exit(0 if ok else 1)
 PY
-  else
-    log "$name: exit $? (see $name.log)"; status=1
-  fi
 }
 scenario togpu_every_epoch --config examples/failures/togpu_every_epoch.toml --plugins=togpu --epochs 10
 scenario forward_loop --config examples/failures/forward_loop.toml --device cuda
@@ -46,11 +104,12 @@ scenario iterative_pruning --config examples/failures/iterative_pruning.toml --d
 
 # Speed against PyTorch on the same GPU (torch comes with the device image).
 bench() {  # name, config, epochs
-  "$bin" --config "$2" --device cuda --epochs "$3" --report "$out/$1.bench.json" >"$out/$1.bench.log" 2>&1 || {
-    log "$1: trainhost failed"; status=1; return; }
-  python3 bench/torch_peer.py --epochs "$3" --device cuda --json "$out/$1.torch.json" "$2" >"$out/$1.torch.log" 2>&1 || {
-    log "$1: torch peer failed (see $1.torch.log)"; return; }
-  python3 - "$out/$1.bench.json" "$out/$1.torch.json" "$1" <<'PY' | tee -a "$out/gpu.log"
+  th "$bin" --config "$2" --device cuda --epochs "$3" --report "$logs/$1.bench.json" >"$logs/$1.bench.log" 2>&1
+  local rc=$?
+  if ((rc != 0)); then fail "$1: trainhost exit $rc ($1.bench.log)"; tail -5 "$logs/$1.bench.log" | tee -a "$logs/gpu.log"; return; fi
+  python3 bench/torch_peer.py --epochs "$3" --device cuda --json "$logs/$1.torch.json" "$2" >"$logs/$1.torch.log" 2>&1 ||
+    { fail "$1: torch peer ($1.torch.log)"; tail -5 "$logs/$1.torch.log" | tee -a "$logs/gpu.log"; return; }
+  python3 - "$logs/$1.bench.json" "$logs/$1.torch.json" "$1" <<'PY' | tee -a "$logs/gpu.log"
 import json, statistics, sys
 t = statistics.median(e["metrics"]["samples_per_second"] for e in json.load(open(sys.argv[1]))["fits"][0]["epochs"])
 p = json.load(open(sys.argv[2]))["samples_per_second"]
@@ -59,4 +118,5 @@ PY
 }
 bench autoencoder bench/configs/autoencoder.toml 3
 bench fashion_mnist_cnn examples/fashion_mnist_cnn.toml 2
-exit $status
+log "status: $([[ $status == 0 ]] && echo ok || echo FAILED)"
+finish
