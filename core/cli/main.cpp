@@ -165,7 +165,9 @@ int main(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
-        return train(args);
+        const int exit_code = train(args);
+        lifecycle::end_by_pending_interrupt();
+        return exit_code;
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';
         return kExitUsage;

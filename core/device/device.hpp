@@ -42,9 +42,11 @@ public:
     // A device whose backend computes on library handles and a stream asks for them
     // here, as leases of the core, so that the ledger lists the core's own handles too.
     [[nodiscard]] virtual bool wants_core_objects() const noexcept { return false; }
-    // A device may run every operation of its backend once here (CUDA loads its
-    // modules lazily), so that no fit sees that one-time memory as its own.
     virtual void adopt_core_objects(void* /*stream*/, void* /*blas*/, void* /*dnn*/) {}
+    // Runs every operation of the backend once, after adopt_core_objects (CUDA loads
+    // its modules lazily), so that no fit sees that one-time memory as its own.
+    // Throws, naming the device, when the device cannot compute.
+    virtual void warm_up() {}
     // Free memory as the driver sees it (the ground truth beyond the ledger); none on the CPU.
     [[nodiscard]] virtual std::optional<std::uint64_t> driver_free_bytes() const { return std::nullopt; }
 };

@@ -1,24 +1,42 @@
 #include "lifecycle/interrupt.hpp"
 
+#include <atomic>
+#include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <unistd.h>
 
 namespace trainhost::lifecycle {
 
 namespace {
 
-volatile std::sig_atomic_t g_pending = 0;
+// The handler may run on any thread (BLAS and CUDA start their own): a lock-free
+// atomic, not a plain sig_atomic_t, carries the flag to the training thread.
+std::atomic<int> g_pending{0};
+static_assert(std::atomic<int>::is_always_lock_free);
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
 
-// Only async-signal-safe calls here: a flag and write(2). SA_RESETHAND has put the
-// default action back, so the same signal again terminates the process.
+void restore_default(int signal_number) noexcept {
+    struct sigaction action {};
+    action.sa_handler = SIG_DFL;
+    sigemptyset(&action.sa_mask);
+    sigaction(signal_number, &action, nullptr);
+}
+
+// Only async-signal-safe calls here. A second signal of either kind, while the
+// first is pending, ends the process by its default action at once.
 extern "C" void on_interrupt(int signal_number) {
-    g_pending = signal_number;
+    const int saved_errno = errno;
+    if (g_pending.exchange(signal_number) != 0) {
+        restore_default(signal_number);
+        std::raise(signal_number);
+    }
     constexpr char kNotice[] =
-        "\ninterrupted: stopping at the next batch boundary; teardown and the ledger check still run "
-        "(interrupt again to exit at once)\n";
+        "\ninterrupted: stopping after this training step (or this epoch's validation); teardown and the ledger check "
+        "still run (interrupt again to exit at once)\n";
     static_cast<void>(::write(STDERR_FILENO, kNotice, sizeof kNotice - 1));
+    errno = saved_errno;
 }
 
 // A signal ignored when trainhost starts (nohup, a background job of a script)
@@ -45,7 +63,7 @@ InterruptHandler::~InterruptHandler() {
     sigaction(SIGTERM, &g_previous_term, nullptr);
 }
 
-int pending_interrupt() noexcept { return g_pending; }
+int pending_interrupt() noexcept { return g_pending.load(); }
 
 const char* interrupt_name(int signal_number) noexcept {
     switch (signal_number) {
@@ -53,6 +71,14 @@ const char* interrupt_name(int signal_number) noexcept {
     case SIGTERM: return "SIGTERM";
     default: return "a signal";
     }
+}
+
+void end_by_pending_interrupt() noexcept {
+    const int signal_number = g_pending.load();
+    if (signal_number == 0) return;
+    std::fflush(nullptr);
+    restore_default(signal_number);
+    std::raise(signal_number);
 }
 
 }  // namespace trainhost::lifecycle

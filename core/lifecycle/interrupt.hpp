@@ -1,7 +1,9 @@
-// Ctrl-C (SIGINT) and SIGTERM end a run the way a failure does, not mid-step: the
-// fit stops at the next batch boundary, on_exception and teardown run, the ledger
-// is verified, the verdict is printed and trainhost exits 130. A second signal ends
-// the process at once, for a plugin that never returns.
+// Ctrl-C (SIGINT) and SIGTERM end a run the way a failure does, never mid-step: the
+// fit stops after the training step it is in (or after the epoch whose validation is
+// running), on_exception and teardown run, the ledger is verified and the verdict is
+// printed; then the process ends by the signal itself, so that a shell sees it was
+// interrupted (130 for SIGINT, 143 for SIGTERM) and a script's loop stops. A second
+// signal ends the process at once, for a plugin that never returns.
 #pragma once
 
 namespace trainhost::lifecycle {
@@ -21,5 +23,9 @@ public:
 
 // "SIGINT", "SIGTERM", or "a signal".
 [[nodiscard]] const char* interrupt_name(int signal_number) noexcept;
+
+// After the run has reported: when a signal asked it to stop, flushes the output and
+// ends the process by that signal's default action. Returns when none is pending.
+void end_by_pending_interrupt() noexcept;
 
 }  // namespace trainhost::lifecycle

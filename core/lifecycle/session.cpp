@@ -57,15 +57,31 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
                                             object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
                                             object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
         }
+        // A GPU that fails its first use stops the run only if the run asked for it.
+        std::map<std::string, std::string> unusable;  // device name -> why
+        for (auto& dev : devices_) {
+            try {
+                dev->warm_up();
+            } catch (const std::exception& e) {
+                unusable[dev->name()] = e.what();
+            }
+        }
+        const bool cuda_ready = inventory.cuda_count > 0 && !unusable.contains("cuda:0");
         if (config.device == "auto")
-            out_ << fmt::format("device: {} (auto{})\n", inventory.cuda_count > 0 ? "cuda:0" : "cpu:0",
-                                inventory.cuda_count > 0 ? "" : ", falling back to the CPU: " + inventory.cuda_status);
+            out_ << fmt::format("device: {} (auto{})\n", cuda_ready ? "cuda:0" : "cpu:0",
+                                cuda_ready ? "" : ", falling back to the CPU: " + (inventory.cuda_count == 0
+                                                                                     ? inventory.cuda_status
+                                                                                     : unusable.at("cuda:0")));
         const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
         ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
         try {
-            home_device_ = device_index(config.device == "auto" ? (inventory.cuda_count > 0 ? "cuda:0" : "cpu:0") : config.device);
+            home_device_ = device_index(config.device == "auto" ? (cuda_ready ? "cuda:0" : "cpu:0") : config.device);
         } catch (const resources::ResourceError& e) {
             throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
+        }
+        for (const auto& [name, why] : unusable) {
+            if (name == devices_[home_device_]->name()) throw ConfigError(fmt::format("--device {}: {}", config.device, why));
+            err_ << fmt::format("warning: {} (a move to {} will fail)\n", why, name);
         }
         model_device_ = home_device_;
         if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
@@ -238,8 +254,9 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
         throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
-// Checked between steps only, never inside one: what on_exception sees, and a
-// checkpoint saved there, is a consistent state.
+// Checked after a training step and after an epoch's end, never inside either: what
+// on_exception sees, and a checkpoint saved there, is a state a resume continues
+// from exactly (an epoch's validation and epoch_end are never cut short).
 void Session::check_interrupt() {
     const int signal_number = pending_interrupt();
     if (signal_number == 0) return;
@@ -416,6 +433,7 @@ void Session::train_fit(FitRecord& record) {
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
         record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot()});
+        check_interrupt();  // during validation: the epoch ends whole, epoch_end included
     }
     if (test_) evaluate(*test_, "test", false);
     dispatch(TH_HOOK_FIT_END);
@@ -453,7 +471,10 @@ void Session::predict_fit(FitRecord& record) {
 void Session::train_epoch() {
     FitState& fit = *fit_;
     metrics_.erase("train_loss");
-    state_.samples_seen = 0;
+    const EpochTotals totals = std::exchange(resumed_totals_, std::nullopt).value_or(EpochTotals{});
+    epoch_loss_sum_ = totals.loss_sum;
+    epoch_correct_ = totals.correct;
+    state_.samples_seen = totals.samples;
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
     state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
@@ -464,8 +485,6 @@ void Session::train_epoch() {
     epoch_trained_ = false;
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
-    double loss_sum = 0;
-    std::size_t correct = 0;
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
@@ -480,13 +499,14 @@ void Session::train_epoch() {
                 throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss,
                                              state_.fit_index + 1, state_.epoch + 1, b + 1),
                                  kExitTraining);
-            loss_sum += loss * static_cast<double>(rows);
-            correct += batch_correct;
+            epoch_loss_sum_ += loss * static_cast<double>(rows);
+            epoch_correct_ += batch_correct;
             state_.samples_seen += rows;
             metrics_["batch_loss"] = loss;
-            metrics_["train_loss"] = loss_sum / static_cast<double>(state_.samples_seen);
+            metrics_["train_loss"] = epoch_loss_sum_ / static_cast<double>(state_.samples_seen);
             if (train_.classes > 0)
-                metrics_["train_accuracy"] = static_cast<double>(correct) / static_cast<double>(state_.samples_seen);
+                metrics_["train_accuracy"] =
+                    static_cast<double>(epoch_correct_) / static_cast<double>(state_.samples_seen);
             dispatch(TH_HOOK_BEFORE_BACKWARD);
             fit.model->backward(rows);
             dispatch(TH_HOOK_AFTER_BACKWARD);
@@ -556,7 +576,6 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         correct += batch_correct;
         seen += rows;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
-        check_interrupt();
     }
     if (seen > 0) {
         metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);

@@ -168,6 +168,16 @@ private:
     std::uint64_t fit_first_step_ = 0;    // fit_step_ of this fit's first batch (after a resume, not 0)
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
     std::uint64_t epoch_batches_done_ = 0;
+    // The running totals behind train_loss and train_accuracy: a resume in the middle
+    // of an epoch continues them, so the epoch's metrics match an uninterrupted one.
+    double epoch_loss_sum_ = 0;
+    std::uint64_t epoch_correct_ = 0;
+    struct EpochTotals {
+        double loss_sum = 0;
+        std::uint64_t correct = 0;
+        std::uint64_t samples = 0;
+    };
+    std::optional<EpochTotals> resumed_totals_;  // for the first, resumed epoch
     bool epoch_trained_ = false;          // this epoch's training batches are all done
     std::string failure_;
     int interrupt_signal_ = 0;  // the signal that ended this fit, or 0

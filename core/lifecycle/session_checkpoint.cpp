@@ -7,6 +7,7 @@
 
 #include "data/random.hpp"
 
+#include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -55,6 +56,10 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    // Hexadecimal: the sum comes back bit for bit.
+    data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
+    data.metadata["trainer.epoch_correct"] = std::to_string(epoch_correct_);
+    data.metadata["trainer.epoch_samples"] = std::to_string(state_.samples_seen);
     device::MemoryResource& memory = model_device_ref().memory();
     for (const nn::Parameter* p : fit.model->parameters()) {
         std::vector<float> host(p->value.numel());
@@ -192,6 +197,17 @@ void Session::restore_checkpoint() {
     state_.global_step = meta_number(data, "trainer.global_step", file);
     batches_started_ = meta_number(data, "trainer.fit_step", file);
     batches_completed_ = batches_started_;
+    if (start_batch_ > 0 && data.meta("trainer.epoch_loss_sum") != nullptr) {
+        EpochTotals totals;
+        const std::string& sum = *data.meta("trainer.epoch_loss_sum");
+        char* end = nullptr;
+        totals.loss_sum = std::strtod(sum.c_str(), &end);
+        if (end == sum.c_str() || *end != '\0')
+            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not a number: {}", file, sum));
+        totals.correct = meta_number(data, "trainer.epoch_correct", file);
+        totals.samples = meta_number(data, "trainer.epoch_samples", file);
+        resumed_totals_ = totals;
+    }
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
                             meta_number(data, "trainer.seed", file), options_.config.seed);

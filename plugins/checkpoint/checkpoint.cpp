@@ -42,7 +42,8 @@ public:
         {"every_n_train_steps", TH_OPTION_INT, "0", "save after every n-th optimizer step (0: off)"},
         {"weights_only", TH_OPTION_BOOL, "false", "save parameters only (cannot resume training)"},
         {"save_on_interrupt", TH_OPTION_BOOL, "false",
-         "write last.safetensors when Ctrl-C or SIGTERM interrupts the run, so --resume last continues from there"},
+         "write last.safetensors (with the optimizer state, whatever weights_only says) when Ctrl-C or SIGTERM "
+         "interrupts the run, so --resume last continues from there"},
     };
 
     Checkpoint(Context&, const trainhost::sdk::Options& options)
@@ -77,7 +78,7 @@ public:
         const auto state = ctx.state();
         if (!save_on_interrupt_ || state.interrupt_signal == 0 || state.global_step == 0) return;
         const std::string path = (std::filesystem::path(dirpath_) / "last.safetensors").string();
-        ctx.save_checkpoint(path, weights_only_);
+        ctx.save_checkpoint(path, false);  // whatever weights_only says: this file is for --resume
         ctx.info("checkpoint: saved " + path + " on interrupt; continue with --resume last");
     }
 

@@ -11,18 +11,26 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
 logs=$(mktemp -d)
+summary=${OUT:-$logs}/gpu.log  # written as it goes: a run cut short still leaves its table
 status=0
-log() { printf '%s\n' "$*" | tee -a "$logs/gpu.log"; }
+log() { printf '%s\n' "$*" | tee -a "$summary"; }
 finish() {
-  if [[ -n ${OUT:-} ]]; then
-    cp "$logs/gpu.log" "$OUT/" 2>/dev/null
-    tar -C "$logs" -czf "$OUT/gpu-logs.tgz" . 2>/dev/null
-  fi
+  trap - EXIT TERM INT
+  if [[ -n ${OUT:-} ]]; then tar -C "$logs" -czf "$OUT/gpu-logs.tgz" . 2>/dev/null; fi
   exit "$status"
 }
 fail() { log "FAIL: $*"; status=1; }
+trap finish EXIT
+trap 'fail "stopped by a signal"; finish' TERM INT
+# Names that must lead to a given place; an earlier run's link is replaced.
+link() {  # path, target
+  [[ -e $1 && $1 -ef $2 ]] && return 0
+  # Something real in the way (not a link of an earlier run): never link inside it.
+  if [[ -e $1 && ! -L $1 ]]; then fail "$1 exists and is not $2"; finish; fi
+  mkdir -p "$(dirname "$1")" && ln -sfn "$2" "$1" && [[ $1 -ef $2 ]] || { fail "$1 cannot lead to $2"; finish; }
+}
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$logs/gpu.log"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | tee -a "$summary"
 
 # CUDA's libraries where this machine keeps them: the toolkit, or the wheels PyTorch uses.
 cuda_library_path() {
@@ -47,15 +55,12 @@ if [[ -f .gpu-bundle/build.tar.xz ]]; then
   rm -rf build-gpu
   python3 -c "import tarfile; tarfile.open('.gpu-bundle/build.tar.xz').extractall('.')" ||
     { fail "could not unpack .gpu-bundle/build.tar.xz"; finish; }
-  # The build names its checkout by path (the test binary finds trainhost and the
-  # plugins there): make that path lead here.
-  source_dir=$(cat .gpu-bundle/source-dir) build_dir=$(cat .gpu-bundle/build-dir)
-  if [[ ! -e $source_dir ]]; then mkdir -p "$(dirname "$source_dir")" && ln -s "$root" "$source_dir"; fi
-  if [[ ! -e $build_dir ]]; then ln -s "$root/build-gpu" "$build_dir"; fi
-  if [[ ! -d /usr/share/datasets/fashion-mnist ]]; then
-    mkdir -p /usr/share/datasets && ln -s "$root/.gpu-bundle/fashion-mnist" /usr/share/datasets/fashion-mnist
-  fi
-  library_path="$root/build-gpu/runtime-lib:$(cuda_library_path 2>>"$logs/gpu.log")"
+  # The build names its checkout and itself by path (the test binary finds trainhost
+  # and the plugins there): make those paths lead here.
+  link "$(cat .gpu-bundle/source-dir)" "$root"
+  link "$(cat .gpu-bundle/build-dir)" "$root/build-gpu"
+  [[ -d /usr/share/datasets/fashion-mnist ]] || link /usr/share/datasets/fashion-mnist "$root/.gpu-bundle/fashion-mnist"
+  library_path="$root/build-gpu/runtime-lib:$(cuda_library_path 2>>"$summary")"
   log "using the prepared build (.gpu-bundle)"
 else
   command -v cmake >/dev/null && command -v ninja >/dev/null || { fail "needs cmake and ninja, or .gpu-bundle"; finish; }
@@ -70,22 +75,23 @@ fi
 # Only trainhost's own processes see the carried libraries: python3 and torch keep theirs.
 th() { LD_LIBRARY_PATH="$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 bin=build-gpu/core/trainhost
-if th ldd "$bin" | grep -q "not found"; then
-  th ldd "$bin" | grep "not found" | tee -a "$logs/gpu.log"; fail "libraries missing for $bin"; finish
-fi
+missing() { for binary in "$bin" build-gpu/tests/trainhost_tests build-gpu/plugins/*.so; do th ldd "$binary"; done | grep "not found"; }
+# This machine's own C++ runtime first; the build machine's only where this one is older.
+if [[ -n $library_path ]] && missing >/dev/null; then library_path="$library_path:$root/build-gpu/runtime-lib/fallback"; fi
+if missing >/dev/null; then missing | sort -u | tee -a "$summary"; fail "libraries missing"; finish; fi
 
 # On a GPU machine a skip is a failure: every [cuda] test must really run.
 th build-gpu/tests/trainhost_tests "[cuda]" -r compact >"$logs/cuda_tests.log" 2>&1 || fail "[cuda] tests (cuda_tests.log)"
 grep -q "no CUDA device" "$logs/cuda_tests.log" && fail "[cuda] tests skipped on a GPU machine"
 log "[cuda] tests: $(grep -v '^$' "$logs/cuda_tests.log" | tail -1)"
-grep -E "FAILED|failed" "$logs/cuda_tests.log" | head -20 | tee -a "$logs/gpu.log"
+grep -E "FAILED|failed" "$logs/cuda_tests.log" | head -20 | tee -a "$summary"
 
 scenario() {  # name, args...
   local name=$1; shift
   th "$bin" "$@" --report "$logs/$name.json" >"$logs/$name.log" 2>&1
   local rc=$?
-  if ((rc != 0)); then fail "$name: exit $rc ($name.log)"; tail -5 "$logs/$name.log" | tee -a "$logs/gpu.log"; return; fi
-  python3 - "$logs/$name.json" "$name" <<'PY' 2>&1 | tee -a "$logs/gpu.log" || status=1
+  if ((rc != 0)); then fail "$name: exit $rc ($name.log)"; tail -5 "$logs/$name.log" | tee -a "$summary"; return; fi
+  python3 - "$logs/$name.json" "$name" <<'PY' 2>&1 | tee -a "$summary" || status=1
 import json, sys
 r = json.load(open(sys.argv[1])); f = r["fits"]
 ends = {e["memory"]["bytes_in_use"] for fit in f for e in fit["epochs"][1:]}
@@ -106,10 +112,10 @@ scenario iterative_pruning --config examples/failures/iterative_pruning.toml --d
 bench() {  # name, config, epochs
   th "$bin" --config "$2" --device cuda --epochs "$3" --report "$logs/$1.bench.json" >"$logs/$1.bench.log" 2>&1
   local rc=$?
-  if ((rc != 0)); then fail "$1: trainhost exit $rc ($1.bench.log)"; tail -5 "$logs/$1.bench.log" | tee -a "$logs/gpu.log"; return; fi
+  if ((rc != 0)); then fail "$1: trainhost exit $rc ($1.bench.log)"; tail -5 "$logs/$1.bench.log" | tee -a "$summary"; return; fi
   python3 bench/torch_peer.py --epochs "$3" --device cuda --json "$logs/$1.torch.json" "$2" >"$logs/$1.torch.log" 2>&1 ||
-    { fail "$1: torch peer ($1.torch.log)"; tail -5 "$logs/$1.torch.log" | tee -a "$logs/gpu.log"; return; }
-  python3 - "$logs/$1.bench.json" "$logs/$1.torch.json" "$1" <<'PY' | tee -a "$logs/gpu.log"
+    { fail "$1: torch peer ($1.torch.log)"; tail -5 "$logs/$1.torch.log" | tee -a "$summary"; return; }
+  python3 - "$logs/$1.bench.json" "$logs/$1.torch.json" "$1" <<'PY' | tee -a "$summary"
 import json, statistics, sys
 t = statistics.median(e["metrics"]["samples_per_second"] for e in json.load(open(sys.argv[1]))["fits"][0]["epochs"])
 p = json.load(open(sys.argv[2]))["samples_per_second"]

@@ -62,7 +62,7 @@ RunResult run_trainhost(std::vector<std::string> arguments) {
 TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters", "[checkpoint][resume]") {
     TempDir dir;
     auto straight = dir.write("straight.toml", dropout_config(4, checkpoint_table(dir.path() / "a")));
-    REQUIRE(run_trainhost({"--config", straight.string()}).exit_code == 0);
+    REQUIRE(run_trainhost({"--config", straight.string(), "--report", (dir.path() / "a.json").string()}).exit_code == 0);
 
     SECTION("resumed at an epoch boundary, with --resume last") {
         auto first = dir.write("first.toml", dropout_config(2, checkpoint_table(dir.path() / "b")));
@@ -84,21 +84,53 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
         CHECK_THAT(rest.out, Contains("at epoch 2 batch 1"));
         check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "d" / "last.safetensors", "param/");
     }
-    SECTION("resumed after Ctrl-C, from the checkpoint saved on interrupt") {
-        // SIGINT at the end of epoch 1 stops the run after epoch 2's first batch.
-        auto first = dir.write("first.toml", dropout_config(4, checkpoint_table(dir.path() / "e", "save_on_interrupt = true\n") +
-                                                                   "\n[plugins.test_thrower]\nhook = \"epoch_end\"\n"
-                                                                   "how = \"sigint\"\n"));
-        auto stopped = run_trainhost({"--config", first.string(),
-                                      "--plugins=" + test_support::test_plugin("test_thrower") + ",checkpoint"});
-        REQUIRE(stopped.exit_code == 130);
-        CHECK_THAT(stopped.out, Contains("checkpoint: saved " + (dir.path() / "e" / "last.safetensors").string() +
-                                         " on interrupt; continue with --resume last"));
-        auto rest = run_trainhost({"--config", first.string(), "--resume", "last", "--verbose"});
-        REQUIRE(rest.exit_code == 0);
-        CHECK_THAT(rest.out, Contains("at epoch 2 batch 1"));
-        for (const char* prefix : {"param/", "optimizer/", "rng/"})
-            check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "e" / "last.safetensors", prefix);
+    // Ctrl-C in a training step stops after it; in validation, after the epoch's end.
+    // Either way --resume last continues to the very parameters of the straight run,
+    // and weights_only does not stop the interrupt save from being resumable.
+    for (const auto& [hook, resumed_at] : {std::pair{"batch_end", "at epoch 1 batch 1"},
+                                           std::pair{"val_batch_end", "at epoch 2 batch 0"}}) {
+        DYNAMIC_SECTION("resumed after Ctrl-C in " << hook << ", from the checkpoint saved on interrupt") {
+            const fs::path saved = dir.path() / "e";
+            auto first = dir.write("first.toml",
+                                   dropout_config(4, checkpoint_table(saved, "save_on_interrupt = true\n") +
+                                                         "\n[plugins.test_thrower]\nhook = \"" + hook +
+                                                         "\"\nhow = \"sigint\"\n"));
+            auto stopped = run_trainhost({"--config", first.string(),
+                                          "--plugins=" + test_support::test_plugin("test_thrower") + ",checkpoint"});
+            REQUIRE(stopped.exit_code == 128 + 2);
+            CHECK_THAT(stopped.out, Contains("checkpoint: saved " + (saved / "last.safetensors").string() +
+                                             " on interrupt; continue with --resume last"));
+            auto rest = run_trainhost({"--config", first.string(), "--resume", "last", "--verbose", "--report",
+                                       (dir.path() / "rest.json").string()});
+            REQUIRE(rest.exit_code == 0);
+            CHECK_THAT(rest.out, Contains(resumed_at));
+            for (const char* prefix : {"param/", "optimizer/", "rng/"})
+                check_same_tensors(dir.path() / "a" / "last.safetensors", saved / "last.safetensors", prefix);
+            // The epoch's running loss continues across the resume: its metrics are the straight run's.
+            const auto straight_report = nlohmann::json::parse(test_support::read_file(dir.path() / "a.json"));
+            const auto rest_report = nlohmann::json::parse(test_support::read_file(dir.path() / "rest.json"));
+            const auto& straight_epochs = straight_report["fits"][0]["epochs"];
+            const auto& rest_epochs = rest_report["fits"][0]["epochs"];
+            REQUIRE(rest_epochs.size() >= 1);
+            const std::size_t first_resumed = straight_epochs.size() - rest_epochs.size();
+            CHECK(rest_epochs[0]["metrics"]["train_loss"].get<double>() ==
+                  straight_epochs[first_resumed]["metrics"]["train_loss"].get<double>());
+            CHECK(rest_epochs.back()["metrics"]["val_loss"].get<double>() ==
+                  straight_epochs.back()["metrics"]["val_loss"].get<double>());
+        }
+    }
+    SECTION("weights_only checkpoints still save a resumable file on interrupt") {
+        const fs::path saved = dir.path() / "w";
+        auto first = dir.write("first.toml", dropout_config(4, checkpoint_table(saved, "save_on_interrupt = true\n"
+                                                                                       "weights_only = true\n") +
+                                                                  "\n[plugins.test_thrower]\nhook = \"batch_end\"\n"
+                                                                  "how = \"sigint\"\n"));
+        REQUIRE(run_trainhost({"--config", first.string(),
+                               "--plugins=" + test_support::test_plugin("test_thrower") + ",checkpoint"})
+                    .exit_code == 128 + 2);
+        const auto data = trainhost::checkpoint::read_checkpoint(saved / "last.safetensors");
+        CHECK(*data.meta("weights_only") == "0");
+        CHECK(run_trainhost({"--config", first.string(), "--resume", "last"}).exit_code == 0);
     }
 }
 

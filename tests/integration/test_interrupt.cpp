@@ -1,6 +1,7 @@
-// Ctrl-C and SIGTERM: the fit stops between two steps, on_exception and teardown
-// run, the ledger is verified, the verdict is printed, and trainhost exits 130. A
-// second signal ends the process at once.
+// Ctrl-C and SIGTERM: the fit stops after a training step or an epoch's end,
+// on_exception and teardown run, the ledger is verified, the verdict is printed, and
+// the process ends by the signal (a shell sees 130 or 143). A second signal ends the
+// process at once. (run_trainhost reports death by signal N as 128 + N.)
 #include "integration/process.hpp"
 
 #include <algorithm>
@@ -28,14 +29,14 @@ std::ptrdiff_t count(const std::vector<std::string>& lines, const std::string& l
 
 }  // namespace
 
-TEST_CASE("SIGINT between two steps ends the run with 130, after on_exception, teardown and the ledger check",
+TEST_CASE("SIGINT after a training step ends the run after on_exception, teardown and the ledger check",
           "[interrupt]") {
     TempDir dir;
     const auto log = dir.path() / "hooks.log";
     auto config = dir.write("run.toml", tiny_config(3, thrower_table(log, "batch_end", "sigint")));
     auto run = run_trainhost({"--config", config.string(), "--repeat", "2", "--plugins=" + test_plugin("test_thrower")});
-    CHECK(run.exit_code == 130);
-    CHECK_THAT(run.err, Contains("interrupted: stopping at the next batch boundary"));
+    CHECK(run.exit_code == 128 + 2);
+    CHECK_THAT(run.err, Contains("interrupted: stopping after this training step"));
     CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, epoch 1, after 1 training batch of this fit"));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean - every lease given back (1 fit,"));
     CHECK_THAT(run.out, !Contains("fit 2/2"));  // an interrupted run starts no further fit
@@ -49,18 +50,32 @@ TEST_CASE("SIGINT between two steps ends the run with 130, after on_exception, t
     CHECK(lines[lines.size() - 3] == "test_thrower:exception");
 }
 
-TEST_CASE("SIGTERM during validation stops after that validation batch", "[interrupt]") {
+TEST_CASE("SIGTERM during validation lets the epoch end whole, epoch_end included", "[interrupt]") {
     TempDir dir;
     const auto log = dir.path() / "hooks.log";
     auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "val_batch_end", "sigterm")));
     auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
-    CHECK(run.exit_code == 130);
+    CHECK(run.exit_code == 128 + 15);
     CHECK_THAT(run.err, Contains("error: interrupted by SIGTERM in fit 1, epoch 1, after 2 training batches of this fit"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     const auto lines = test_support::lines_of(read_file(log));
-    CHECK(count(lines, "test_thrower:validation_end") == 0);
-    CHECK(count(lines, "test_thrower:epoch_end") == 0);
+    CHECK(count(lines, "test_thrower:validation_end") == 1);
+    CHECK(count(lines, "test_thrower:epoch_end") == 1);
+    CHECK(count(lines, "test_thrower:epoch_start") == 1);  // epoch 2 never starts
     CHECK(count(lines, "test_thrower:exception") == 1);
     CHECK(count(lines, "test_thrower:teardown") == 1);
+}
+
+TEST_CASE("A signal after the last step still ends the process by the signal, after the full report",
+          "[interrupt]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(1, thrower_table(log, "fit_end", "sigint")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+    CHECK(run.exit_code == 128 + 2);
+    CHECK_THAT(run.out, Contains("fit 1/1: 1 epoch"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    CHECK(count(test_support::lines_of(read_file(log)), "test_thrower:teardown") == 1);
 }
 
 TEST_CASE("An interrupted run still reports what a plugin leaked", "[interrupt]") {
@@ -70,21 +85,25 @@ TEST_CASE("An interrupted run still reports what a plugin leaked", "[interrupt]"
                                                          "\n[plugins.test_leaky]\nbytes = 4096\nscope = \"fit\"\n"));
     auto run = run_trainhost({"--config", config.string(),
                               "--plugins=" + test_plugin("test_thrower") + "," + test_plugin("test_leaky")});
-    CHECK(run.exit_code == 130);  // the interrupt came first; the leak is still reported
+    CHECK(run.exit_code == 128 + 2);  // the interrupt came first; the leak is still reported
     CHECK_THAT(run.err, Contains("leak: plugin=test_leaky "));
     CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 1 leak, 0 misuses"));
 }
 
-TEST_CASE("A second SIGINT while the first is pending ends the process at once", "[interrupt]") {
-    TempDir dir;
-    const auto log = dir.path() / "hooks.log";
-    auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "batch_end", "sigint_twice")));
-    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
-    CHECK(run.exit_code == 128 + 2);  // killed by the signal itself
-    CHECK_THAT(run.err, Contains("interrupt again to exit at once"));
-    CHECK_THAT(run.err, !Contains("error: interrupted by"));
-    CHECK_THAT(run.out, !Contains("resources:"));
-    CHECK(count(test_support::lines_of(read_file(log)), "test_thrower:teardown") == 0);
+TEST_CASE("A second signal while the first is pending ends the process at once", "[interrupt]") {
+    for (const auto& [how, exit_code] : {std::pair{"sigint_twice", 128 + 2}, std::pair{"sigint_then_sigterm", 128 + 15}}) {
+        DYNAMIC_SECTION(how) {
+            TempDir dir;
+            const auto log = dir.path() / "hooks.log";
+            auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "batch_end", how)));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+            CHECK(run.exit_code == exit_code);  // killed by the second signal itself
+            CHECK_THAT(run.err, Contains("interrupt again to exit at once"));
+            CHECK_THAT(run.err, !Contains("error: interrupted by"));
+            CHECK_THAT(run.out, !Contains("resources:"));
+            CHECK(count(test_support::lines_of(read_file(log)), "test_thrower:teardown") == 0);
+        }
+    }
 }
 
 TEST_CASE("A signal from outside stops a long run, and SIGINT ignored at start stays ignored", "[interrupt]") {
@@ -109,7 +128,7 @@ TEST_CASE("A signal from outside stops a long run, and SIGINT ignored at start s
     const auto script_file = dir.write("stop.sh", script);
     const int status = std::system(("sh '" + script_file.string() + "'").c_str());
     REQUIRE(WIFEXITED(status));
-    CHECK(read_file(dir.path() / "rc") == "130\n");
+    CHECK(read_file(dir.path() / "rc") == "143\n");
     const std::string err = read_file(dir.path() / "err");
     CHECK_THAT(err, Contains("error: interrupted by SIGTERM in fit 1, epoch "));
     CHECK_THAT(err, !Contains("SIGINT"));

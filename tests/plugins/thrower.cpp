@@ -22,7 +22,7 @@ public:
         {"how", TH_OPTION_STRING, "\"throw\"",
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
          "hang (never return), crash (abort the process), sigint or sigterm (send the signal to the process and "
-         "return normally) or sigint_twice (a second Ctrl-C while the first is pending)"},
+         "return normally), sigint_twice (a second Ctrl-C while the first is pending) or sigint_then_sigterm"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
@@ -34,9 +34,9 @@ protected:
             std::raise(how_ == "sigint" ? SIGINT : SIGTERM);
             return;
         }
-        if (how_ == "sigint_twice") {
+        if (how_ == "sigint_twice" || how_ == "sigint_then_sigterm") {
             std::raise(SIGINT);
-            std::raise(SIGINT);
+            std::raise(how_ == "sigint_twice" ? SIGINT : SIGTERM);
             return;
         }
         if (how_ == "unknown") throw 42;

@@ -145,8 +145,9 @@ void CudaDevice::adopt_core_objects(void* stream, void* blas, void* dnn) {
     memory_->bind_stream(stream_handle);
     backend_->bind(stream_handle, blas_context->handle, blas_context->workspace, kBlasWorkspaceBytes,
                    static_cast<cudnnHandle_t>(dnn));
-    warm_up(*backend_, *memory_);
 }
+
+void CudaDevice::warm_up() { device::warm_up(*backend_, *memory_); }
 
 void* CudaDevice::create_object(th_resource_kind kind) noexcept {
     if (cudaSetDevice(ordinal_) != cudaSuccess) return nullptr;

@@ -77,6 +77,7 @@ public:
     void synchronize() override;
     [[nodiscard]] bool wants_core_objects() const noexcept override { return true; }
     void adopt_core_objects(void* stream, void* blas, void* dnn) override;
+    void warm_up() override;
     [[nodiscard]] std::optional<std::uint64_t> driver_free_bytes() const override;
 
     // The cuBLAS workspace that goes with every BLAS handle: the size cuBLAS's own

@@ -145,7 +145,8 @@ typedef struct th_train_state {
     const char* device;       /* "cpu", "cuda:0" */
     const char* failure;      /* during on_exception: what went wrong; else NULL */
     /* ABI 1.1: during on_exception, the signal (SIGINT, SIGTERM) that interrupted the
-     * run between two steps, else 0. A host of ABI 1.0 leaves it 0. */
+     * run between two steps, else 0. A host of ABI 1.0 does not write it: read it only
+     * when the struct_size train_state returned covers it. */
     uint32_t interrupt_signal;
 } th_train_state;
 
