@@ -41,7 +41,7 @@ export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 export OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-PASSIVE}
 workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
-configs=(bench/configs/mlp_fashion_mnist.toml bench/configs/autoencoder.toml)
+configs=(bench/configs/mlp_fashion_mnist.toml bench/configs/autoencoder.toml bench/configs/cnn_fashion_mnist.toml)
 
 # trainhost and PyTorch alternate per workload so that both see similar background load.
 for config in "${configs[@]}"; do
