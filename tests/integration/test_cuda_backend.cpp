@@ -70,9 +70,11 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
     CHECK(fit["predict_memory"]["after_first_pass"]["bytes_reserved"] ==
           fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
     CHECK(fit["unaccounted_device_bytes"]["cuda:0"] == 0);
+    // Home on the CPU, so that togpu really moves the model to the GPU (at epoch 1).
     auto togpu = run_trainhost({"--config", root + "togpu_every_epoch.toml", "--plugins=togpu", "--epochs", "5",
-                                "--report", (dir.path() / "togpu.json").string()});
+                                "--device", "cpu", "--verbose", "--report", (dir.path() / "togpu.json").string()});
     REQUIRE(togpu.exit_code == 0);
+    CHECK_THAT(togpu.out, Contains("moved the model from cpu:0 to cuda:0"));
     const auto epochs = report(dir, "togpu.json")["fits"][0]["epochs"];
     for (const auto& epoch : epochs) CHECK(epoch["memory"]["bytes_in_use"] == epochs[0]["memory"]["bytes_in_use"]);
 }
