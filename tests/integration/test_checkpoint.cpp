@@ -270,3 +270,24 @@ TEST_CASE("a well-formed checkpoint whose tensors do not fit the model is refuse
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("optimizer/dense0.weight/first does not fit parameter dense0.weight"));
 }
+
+TEST_CASE("a mid-epoch checkpoint whose running totals are not numbers is refused", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    // Saved after the first step: in the middle of epoch 1, so the resume reads the totals.
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt, "every_n_train_steps = 1\nsave_top_k = -1\n")));
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    auto data = trainhost::checkpoint::read_checkpoint(ckpt / "epoch=0-step=1.safetensors");
+    REQUIRE(data.metadata.at("trainer.epoch_complete") == "0");
+    for (const auto& [key, value] : {std::pair{"trainer.epoch_loss_sum", "0x1.8p+1junk"},
+                                     std::pair{"trainer.epoch_correct", "many"}}) {
+        DYNAMIC_SECTION(key) {
+            auto forged = data;
+            forged.metadata[key] = value;
+            trainhost::checkpoint::write_checkpoint(dir.path() / "forged.safetensors", forged);
+            auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "forged.safetensors").string()});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(std::string("checkpoint '") + key + "' is not a number: " + value));
+        }
+    }
+}
