@@ -5,6 +5,8 @@
 #include "kernels/cuda/kernels.hpp"
 
 #include <algorithm>
+#include <array>
+#include <memory>
 #include <vector>
 
 namespace trainhost::device {
@@ -150,14 +152,25 @@ float CudaBackend::kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, 
     return kernels::cpu::magnitude_threshold(kept.data(), kept.size(), static_cast<std::size_t>(k));
 }
 
-namespace {
-
-// cuDNN descriptors for one call; destroyed when the call ends.
+// cuDNN's descriptors of one convolution shape, batch included.
 struct ConvDescriptors {
     cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
     cudnnFilterDescriptor_t w = nullptr;
     cudnnConvolutionDescriptor_t conv = nullptr;
     explicit ConvDescriptors(const ConvShape& s) {
+        try {
+            describe(s);
+        } catch (...) {
+            destroy();  // the destructor does not run for a constructor that throws
+            throw;
+        }
+    }
+    ~ConvDescriptors() { destroy(); }
+    ConvDescriptors(const ConvDescriptors&) = delete;
+    ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+
+private:
+    void describe(const ConvShape& s) {
         TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&x));
         TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&y));
         TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&bias));
@@ -173,16 +186,29 @@ struct ConvDescriptors {
         // fp32 results to compare with the CPU at 1e-5: no TF32 tensor-core math.
         TRAINHOST_CUDA_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
     }
-    ~ConvDescriptors() {
-        cudnnDestroyConvolutionDescriptor(conv);
-        cudnnDestroyFilterDescriptor(w);
-        cudnnDestroyTensorDescriptor(bias);
-        cudnnDestroyTensorDescriptor(y);
-        cudnnDestroyTensorDescriptor(x);
+    void destroy() noexcept {
+        if (conv) cudnnDestroyConvolutionDescriptor(conv);
+        if (w) cudnnDestroyFilterDescriptor(w);
+        if (bias) cudnnDestroyTensorDescriptor(bias);
+        if (y) cudnnDestroyTensorDescriptor(y);
+        if (x) cudnnDestroyTensorDescriptor(x);
     }
-    ConvDescriptors(const ConvDescriptors&) = delete;
-    ConvDescriptors& operator=(const ConvDescriptors&) = delete;
 };
+
+// Made once per shape: a step's convolutions would otherwise build and destroy five
+// descriptors each, host work beside kernels of microseconds. A layer sees a few
+// batch sizes (the full one, the last partial one, validation's), so few shapes.
+const ConvDescriptors& CudaBackend::descriptors(const ConvShape& s) {
+    const std::array<int, 8> key{s.batch, s.channels, s.height, s.width, s.filters, s.kernel, s.stride, s.padding};
+    std::unique_ptr<ConvDescriptors>& slot = conv_descriptors_[key];
+    if (!slot) slot = std::make_unique<ConvDescriptors>(s);
+    return *slot;
+}
+
+CudaBackend::CudaBackend(int ordinal) : ordinal_(ordinal) {}
+CudaBackend::~CudaBackend() = default;
+
+namespace {
 
 // Deterministic algorithms, as on the CPU; the workspace covers the largest of them.
 constexpr cudnnConvolutionFwdAlgo_t kForward = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -194,7 +220,7 @@ constexpr cudnnConvolutionBwdFilterAlgo_t kBackwardFilter = CUDNN_CONVOLUTION_BW
 std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
     activate();
     // Sized for the largest batch the layer will see; cuDNN needs a handle to ask.
-    ConvDescriptors d(s);
+    const ConvDescriptors d(s);
     std::size_t forward = 0, data = 0, filter = 0;
     TRAINHOST_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(dnn_, d.x, d.w, d.conv, d.y, kForward, &forward));
     TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, d.w, d.y, d.conv, d.x, kBackwardData, &data));
@@ -208,7 +234,7 @@ std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
 void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
                                  Workspace workspace) {
     activate();
-    ConvDescriptors d(s);
+    const ConvDescriptors& d = descriptors(s);
     const float one = 1.0f, zero = 0.0f;
     const std::size_t bytes = workspace.size * sizeof(float);
     TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x, x, d.w, weight, d.conv, kForward, workspace.data, bytes,
@@ -219,7 +245,7 @@ void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float
 void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
                                   float* dweight, float* dbias, float* dx, Workspace workspace) {
     activate();
-    ConvDescriptors d(s);
+    const ConvDescriptors& d = descriptors(s);
     const float one = 1.0f, zero = 0.0f;
     const std::size_t bytes = workspace.size * sizeof(float);
     TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x, x, d.y, dy, d.conv, kBackwardFilter, workspace.data,

@@ -6,15 +6,22 @@
 #include "device/backend.hpp"
 #include "device/memory_resource.hpp"
 
+#include <array>
+#include <map>
+#include <memory>
+
 typedef struct CUstream_st* cudaStream_t;
 typedef struct cublasContext* cublasHandle_t;
 typedef struct cudnnContext* cudnnHandle_t;
 
 namespace trainhost::device {
 
+struct ConvDescriptors;
+
 class CudaBackend final : public Backend {
 public:
-    explicit CudaBackend(int ordinal) : ordinal_(ordinal) {}
+    explicit CudaBackend(int ordinal);
+    ~CudaBackend() override;
     // The core's stream and library handles (ledger leases of the owner "core"),
     // and the cuBLAS workspace leased with the handle.
     void bind(cudaStream_t stream, cublasHandle_t blas, void* blas_workspace, std::size_t blas_workspace_bytes,
@@ -57,11 +64,13 @@ private:
     // Every call makes its device current first: with several GPUs, whichever
     // device ran last would otherwise receive the launch.
     void activate() const;
+    [[nodiscard]] const ConvDescriptors& descriptors(const ConvShape& s);
 
     int ordinal_;
     cudaStream_t stream_ = nullptr;
     cublasHandle_t blas_ = nullptr;
     cudnnHandle_t dnn_ = nullptr;
+    std::map<std::array<int, 8>, std::unique_ptr<ConvDescriptors>> conv_descriptors_;
 };
 
 // Runs every operation of the backend once on tiny data, so that the modules the
