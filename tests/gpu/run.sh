@@ -95,10 +95,13 @@ scenario() {  # name, args...
 import json, sys
 r = json.load(open(sys.argv[1])); f = r["fits"]
 ends = {e["memory"]["bytes_in_use"] for fit in f for e in fit["epochs"][1:]}
-lost = max((v for fit in f for v in fit.get("unaccounted_device_bytes", {}).values()), default=0)
+# Per fit: the first fit also pays for modules the driver loads on first use that
+# the warm-up did not reach; later fits show only what leaks.
+lost = [max(fit.get("unaccounted_device_bytes", {}).values(), default=0) for fit in f]
 after = max(fit["memory_after_teardown"]["bytes_in_use"] for fit in f)
-ok = len(ends) <= 1 and lost == 0 and after == 0 and r["exit_code"] == 0
-print(f"{sys.argv[2]:<22} {'flat' if len(ends) <= 1 else 'GROWS'}  after teardown {after} B  unaccounted {lost} B  {'ok' if ok else 'FAIL'}")
+ok = len(ends) <= 1 and max(lost) == 0 and after == 0 and r["exit_code"] == 0
+later = f", later fits max {max(lost[1:])} B" if len(lost) > 1 else ""
+print(f"{sys.argv[2]:<22} {'flat' if len(ends) <= 1 else 'GROWS'}  after teardown {after} B  unaccounted {lost[0]} B{later}  {'ok' if ok else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY
 }
