@@ -315,7 +315,11 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
                                                    options_.config.file);
             instances_.push_back(std::make_unique<plugin::PluginInstance>(libraries_[i], *this, owners_[i], std::move(values)));
             enter(Phase::create);
-            instances_.back()->create();
+            try {
+                instances_.back()->create();
+            } catch (const ConfigError& e) {  // an option value the plugin refused: name the file to fix
+                throw ConfigError(fmt::format("{}: {}", options_.config.file.string(), e.what()));
+            }
             enter(Phase::core);
         }
         if (options_.config.mode == "predict") predict_fit(record);

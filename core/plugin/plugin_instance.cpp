@@ -33,6 +33,8 @@ void PluginInstance::create() {
         std::string message = message_of(result);
         if (message.empty())
             message = status == TH_OK ? "create() returned no instance" : "create() failed without a message";
+        if (status == TH_INVALID_ARGUMENT)
+            throw ConfigError(fmt::format("[plugins.{}]: the plugin refused its options: {}", name(), message));
         throw PluginLoadError(fmt::format("plugin '{}' refused to start: {}", name(), message));
     }
     instance_ = instance;

@@ -284,7 +284,7 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
         CHECK(flag.result.exit_code == 1);
         CHECK_THAT(flag.result.err, Contains("lottery_ticket: expected a boolean"));
     }
-    SECTION("values the plugin refuses: exit 2, naming the problem") {
+    SECTION("values the plugin refuses: exit 1, naming the file, the table and the problem") {
         for (const auto& [options, message] : std::vector<std::pair<std::string, std::string>>{
                  {"method = \"l2_unstructured\"", "method must be l1_unstructured, random_unstructured or ln_structured"},
                  {"scope = \"local\"", "scope must be global or layer"},
@@ -299,8 +299,8 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
                  {"method = \"ln_structured\"\nn = 0", "n must be >= 1"}}) {
             INFO(options);
             auto run = run_pruning(dir, 1, options);
-            CHECK(run.result.exit_code == 2);
-            CHECK_THAT(run.result.err, Contains("plugin 'pruning' refused to start: " + message));
+            CHECK(run.result.exit_code == 1);
+            CHECK_THAT(run.result.err, Contains(".toml: [plugins.pruning]: the plugin refused its options: " + message));
         }
     }
     SECTION("a count larger than the model: the fit fails at setup, nothing leaks") {

@@ -315,7 +315,9 @@ typedef struct th_plugin_entry {
     const char* writes;
 
     /* Create an instance from validated options (parallel to `options`). On failure
-     * return non-TH_OK and write the reason into result->message. */
+     * return non-TH_OK and write the reason into result->message: TH_INVALID_ARGUMENT
+     * when an option's value is refused (the host reports a configuration error, exit
+     * 1), any other status when the plugin cannot start (exit 2). */
     th_status (*create)(const th_host_api* api, th_host* host, const th_option_value* values,
                         uint32_t value_count, void** instance, th_hook_result* result);
     /* Always called exactly once for each created instance, after teardown. */

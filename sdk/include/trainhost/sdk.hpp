@@ -575,7 +575,13 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value* v
         HostLink link(api, host);
         Context context(link, result);
         Options options(specs.data(), values, value_count);
-        auto made = std::make_unique<Instance>(Instance{link, std::make_unique<T>(context, options)});
+        std::unique_ptr<T> callback;
+        try {
+            callback = std::make_unique<T>(context, options);
+        } catch (const std::invalid_argument& e) {
+            throw Error(TH_INVALID_ARGUMENT, e.what());  // a refused option value: the user's config to fix
+        }
+        auto made = std::make_unique<Instance>(Instance{link, std::move(callback)});
         *instance = made.release();
     });
 }
