@@ -97,7 +97,17 @@ int train(const TrainArguments& args) {
 
 }  // namespace
 
+int run_command(int argc, char** argv);
+
+// Ctrl-C during training (loading included) ends the process by the signal once
+// everything is reported, whatever the exit code would have been.
 int main(int argc, char** argv) {
+    const int exit_code = run_command(argc, argv);
+    lifecycle::end_by_pending_interrupt();
+    return exit_code;
+}
+
+int run_command(int argc, char** argv) {
     CLI::App app{"trainhost: a training host whose callbacks are plugins, and whose ledger proves every device "
                  "resource a plugin takes is given back.",
                  "trainhost"};
@@ -165,9 +175,7 @@ int main(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
-        const int exit_code = train(args);
-        lifecycle::end_by_pending_interrupt();
-        return exit_code;
+        return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';
         return kExitUsage;

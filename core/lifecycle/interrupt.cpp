@@ -30,7 +30,9 @@ extern "C" void on_interrupt(int signal_number) {
     const int saved_errno = errno;
     if (g_pending.exchange(signal_number) != 0) {
         restore_default(signal_number);
-        std::raise(signal_number);
+        std::raise(signal_number);  // delivered when this handler returns
+        errno = saved_errno;
+        return;
     }
     constexpr char kNotice[] =
         "\ninterrupted: stopping after this training step (or this epoch's validation); teardown and the ledger check "

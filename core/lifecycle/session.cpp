@@ -57,31 +57,31 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
                                             object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
                                             object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
         }
-        // A GPU that fails its first use stops the run only if the run asked for it.
-        std::map<std::string, std::string> unusable;  // device name -> why
-        for (auto& dev : devices_) {
+        // A GPU that fails its first use stops the run only if the run asked for it;
+        // otherwise nothing is computed or moved there.
+        for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
             try {
-                dev->warm_up();
+                devices_[i]->warm_up();
             } catch (const std::exception& e) {
-                unusable[dev->name()] = e.what();
+                unusable_[i] = e.what();
             }
         }
-        const bool cuda_ready = inventory.cuda_count > 0 && !unusable.contains("cuda:0");
+        const std::optional<device::DeviceIndex> gpu = usable_gpu();
         if (config.device == "auto")
-            out_ << fmt::format("device: {} (auto{})\n", cuda_ready ? "cuda:0" : "cpu:0",
-                                cuda_ready ? "" : ", falling back to the CPU: " + (inventory.cuda_count == 0
-                                                                                     ? inventory.cuda_status
-                                                                                     : unusable.at("cuda:0")));
+            out_ << fmt::format("device: {} (auto{})\n", gpu ? "cuda:0" : "cpu:0",
+                                gpu ? "" : ", falling back to the CPU: " + (inventory.cuda_count == 0
+                                                                              ? inventory.cuda_status
+                                                                              : unusable_.begin()->second));
         const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
         ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
         try {
-            home_device_ = device_index(config.device == "auto" ? (cuda_ready ? "cuda:0" : "cpu:0") : config.device);
+            home_device_ = config.device == "auto" ? gpu.value_or(device_index("cpu:0")) : device_index(config.device);
         } catch (const resources::ResourceError& e) {
             throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
         }
-        for (const auto& [name, why] : unusable) {
-            if (name == devices_[home_device_]->name()) throw ConfigError(fmt::format("--device {}: {}", config.device, why));
-            err_ << fmt::format("warning: {} (a move to {} will fail)\n", why, name);
+        for (const auto& [index, why] : unusable_) {
+            if (index == home_device_) throw ConfigError(fmt::format("--device {}: {}", config.device, why));
+            err_ << fmt::format("warning: {} (nothing will run on {})\n", why, devices_[index]->name());
         }
         model_device_ = home_device_;
         if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
@@ -301,7 +301,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     epoch_first_step_ = 0;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
-    for (auto& dev : devices_) free_at_start.push_back(dev->driver_free_bytes());
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
+        free_at_start.push_back(unusable_.contains(i) ? std::nullopt : devices_[i]->driver_free_bytes());
     metrics_.clear();
     failure_.clear();
     interrupt_signal_ = 0;
@@ -369,9 +370,10 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     }
     instances_.clear();
     enter(Phase::core);
-    for (auto& dev : devices_) {
-        dev->synchronize();
-        dev->memory().trim();
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
+        if (unusable_.contains(i)) continue;  // it never computed; a fault there must not end the session's report
+        devices_[i]->synchronize();
+        devices_[i]->memory().trim();
     }
     record.after_teardown = memory_snapshot();
     // The ground truth beyond the ledger: the driver's own count must be back where
@@ -388,6 +390,10 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
                                 devices_[i]->name(), resources::human_bytes(missing), index + 1);
     }
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
+    // A resume point the fit never reached (it ended first) is not the next fit's.
+    start_epoch_ = 0;
+    start_batch_ = 0;
+    resumed_totals_.reset();
 }
 
 void Session::build_fit() {
@@ -432,7 +438,13 @@ void Session::train_fit(FitRecord& record) {
         const auto started = std::chrono::steady_clock::now();
         train_epoch();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-        metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(state_.samples_seen) / seconds : 0.0;
+        // Only what this process trained counts: a resumed epoch with nothing left to
+        // train has no figure (rather than an earlier epoch's, or one over no time).
+        const std::uint64_t trained = state_.samples_seen - epoch_resumed_samples_;
+        if (trained > 0 || epoch_resumed_samples_ == 0)
+            metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
+        else
+            metrics_.erase("samples_per_second");
         if (!fit.stop_requested && validation_.count > 0) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
@@ -474,11 +486,12 @@ void Session::predict_fit(FitRecord& record) {
 
 void Session::train_epoch() {
     FitState& fit = *fit_;
-    metrics_.erase("train_loss");
     const EpochTotals totals = std::exchange(resumed_totals_, std::nullopt).value_or(EpochTotals{});
     epoch_loss_sum_ = totals.loss_sum;
     epoch_correct_ = totals.correct;
     state_.samples_seen = totals.samples;
+    epoch_resumed_samples_ = totals.samples;
+    if (totals.samples == 0) metrics_.erase("train_loss");  // else restored with the checkpoint's metrics
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
     state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);

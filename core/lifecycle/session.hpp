@@ -109,6 +109,7 @@ public:
 
     // Logical devices of this run: "cpu:0" .. "cpu:3" (more kinds with their backends).
     [[nodiscard]] device::DeviceIndex device_index(std::string_view name) const;
+    [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
 
 private:
     struct FitState;
@@ -151,6 +152,7 @@ private:
     device::DeviceIndex model_device_ = 0;  // where it is now
     std::optional<device::DeviceIndex> pending_move_;
     std::vector<th_handle> core_objects_;  // the devices' own stream and library handles
+    std::map<device::DeviceIndex, std::string> unusable_;  // devices that failed their warm-up, and why
 
     data::Dataset train_;
     data::Dataset validation_;
@@ -178,6 +180,7 @@ private:
         std::uint64_t samples = 0;
     };
     std::optional<EpochTotals> resumed_totals_;  // for the first, resumed epoch
+    std::uint64_t epoch_resumed_samples_ = 0;    // samples of this epoch trained before the resume
     bool epoch_trained_ = false;          // this epoch's training batches are all done
     std::string failure_;
     int interrupt_signal_ = 0;  // the signal that ended this fit, or 0

@@ -7,6 +7,8 @@
 
 #include "data/random.hpp"
 
+#include <charconv>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fmt/format.h>
@@ -17,14 +19,26 @@ namespace trainhost::lifecycle {
 
 namespace {
 
+// Whole strings only: "5junk", "-1" or "1.5" is not a count.
 std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file) {
     const std::string* text = data.meta(key);
     if (text == nullptr) throw ConfigError(fmt::format("{}: checkpoint lacks '{}'", file, key));
-    try {
-        return std::stoull(*text);
-    } catch (const std::exception&) {
+    std::uint64_t value = 0;
+    const char* end = text->data() + text->size();
+    const auto [stop, error] = std::from_chars(text->data(), end, value);
+    if (text->empty() || error != std::errc() || stop != end)
         throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, *text));
-    }
+    return value;
+}
+
+// A double written with %a (hexadecimal, so it comes back bit for bit); the whole
+// string must parse.
+double meta_double(const std::string& text, const std::string& key, const std::string& file) {
+    char* stop = nullptr;
+    const double value = std::strtod(text.c_str(), &stop);
+    if (text.empty() || stop != text.c_str() + text.size())
+        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, text));
+    return value;
 }
 
 }  // namespace
@@ -56,8 +70,9 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
-    // Hexadecimal: the sum comes back bit for bit.
+    // Hexadecimal: the sum and the metrics come back bit for bit.
     data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
+    for (const auto& [key, value] : metrics_) data.metadata["metric/" + key] = fmt::format("{:a}", value);
     data.metadata["trainer.epoch_correct"] = std::to_string(epoch_correct_);
     data.metadata["trainer.epoch_samples"] = std::to_string(state_.samples_seen);
     device::MemoryResource& memory = model_device_ref().memory();
@@ -197,13 +212,16 @@ void Session::restore_checkpoint() {
     state_.global_step = meta_number(data, "trainer.global_step", file);
     batches_started_ = meta_number(data, "trainer.fit_step", file);
     batches_completed_ = batches_started_;
+    // The metrics as they were (monitored ones included), and the resumed epoch's
+    // running totals: the epoch ends with the metrics of a run that never stopped.
+    for (const auto& [key, text] : data.metadata)
+        if (key.starts_with("metric/")) metrics_[key.substr(7)] = meta_double(text, key, file);
     if (start_batch_ > 0 && data.meta("trainer.epoch_loss_sum") != nullptr) {
         EpochTotals totals;
-        const std::string& sum = *data.meta("trainer.epoch_loss_sum");
-        char* end = nullptr;
-        totals.loss_sum = std::strtod(sum.c_str(), &end);
-        if (end == sum.c_str() || *end != '\0')
-            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not a number: {}", file, sum));
+        totals.loss_sum = meta_double(*data.meta("trainer.epoch_loss_sum"), "trainer.epoch_loss_sum", file);
+        if (!std::isfinite(totals.loss_sum))
+            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not finite: {}", file,
+                                          *data.meta("trainer.epoch_loss_sum")));
         totals.correct = meta_number(data, "trainer.epoch_correct", file);
         totals.samples = meta_number(data, "trainer.epoch_samples", file);
         resumed_totals_ = totals;

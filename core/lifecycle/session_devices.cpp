@@ -28,14 +28,20 @@ device::DeviceIndex Session::device_index(std::string_view name) const {
                                                                         : "; this build has no CUDA backend"));
 }
 
+// The first GPU, when the run has one that passed its warm-up.
+std::optional<device::DeviceIndex> Session::usable_gpu() const {
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
+        if (devices_[i]->name() == "cuda:0" && !unusable_.contains(i)) return i;
+    return std::nullopt;
+}
+
 void Session::request_move(resources::OwnerId, std::string_view device) {
-    // auto: the best device this run has (the first GPU, else the first CPU device).
-    if (device == "auto") {
-        const bool has_gpu = std::any_of(devices_.begin(), devices_.end(), [](const auto& d) { return d->name() == "cuda:0"; });
-        pending_move_ = device_index(has_gpu ? "cuda:0" : "cpu:0");
-    } else {
-        pending_move_ = device_index(device);
-    }
+    // auto: the best device this run can use (the first GPU, else the first CPU device).
+    const device::DeviceIndex target = device == "auto" ? usable_gpu().value_or(device_index("cpu:0")) : device_index(device);
+    if (auto found = unusable_.find(target); found != unusable_.end())
+        throw resources::ResourceError(TH_INVALID_ARGUMENT, fmt::format("{} cannot be used: {}", devices_[target]->name(),
+                                                                        found->second));
+    pending_move_ = target;
 }
 
 // The core owns every move: parameters, gradients, activations, optimizer state and

@@ -39,8 +39,8 @@ public:
         : every_n_epochs_(options.get_int("every_n_epochs")), log_(options.get_bool("log")),
           warn_above_(options.get_float("warn_above")) {
         if (every_n_epochs_ < 1)
-            throw std::invalid_argument("every_n_epochs must be 1 or more, not " + std::to_string(every_n_epochs_));
-        if (std::isnan(warn_above_)) throw std::invalid_argument("warn_above must be a number or inf, not nan");
+            throw trainhost::sdk::OptionError("every_n_epochs must be 1 or more, not " + std::to_string(every_n_epochs_));
+        if (std::isnan(warn_above_)) throw trainhost::sdk::OptionError("warn_above must be a number or inf, not nan");
     }
 
     void on_epoch_end(Context& ctx) override {

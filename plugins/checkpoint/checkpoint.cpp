@@ -53,10 +53,10 @@ public:
           every_n_epochs_(options.get_int("every_n_epochs")), every_n_steps_(options.get_int("every_n_train_steps")),
           weights_only_(options.get_bool("weights_only")), save_on_interrupt_(options.get_bool("save_on_interrupt")) {
         const std::string mode = options.get_string("mode");
-        if (mode != "min" && mode != "max") throw std::invalid_argument("mode must be min or max, not '" + mode + "'");
-        if (top_k_ < -1) throw std::invalid_argument("save_top_k must be -1, 0 or more");
-        if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw std::invalid_argument("every_n_* must be >= 0");
-        if (dirpath_.empty() || filename_.empty()) throw std::invalid_argument("dirpath and filename must not be empty");
+        if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
+        if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
+        if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
+        if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
     }
 
     void on_batch_end(Context& ctx) override {

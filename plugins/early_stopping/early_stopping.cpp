@@ -38,9 +38,9 @@ public:
           stopping_threshold_(options.get_float("stopping_threshold")),
           divergence_threshold_(options.get_float("divergence_threshold")) {
         const std::string mode = options.get_string("mode");
-        if (mode != "min" && mode != "max") throw std::invalid_argument("mode must be min or max, not '" + mode + "'");
-        if (monitor_.empty()) throw std::invalid_argument("monitor must name a metric");
-        if (patience_ < 0) throw std::invalid_argument("patience must be >= 0");
+        if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
+        if (monitor_.empty()) throw trainhost::sdk::OptionError("monitor must name a metric");
+        if (patience_ < 0) throw trainhost::sdk::OptionError("patience must be >= 0");
         maximize_ = mode == "max";
         best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     }

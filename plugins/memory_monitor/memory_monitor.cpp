@@ -52,7 +52,7 @@ public:
 
     MemoryMonitor(Context&, const trainhost::sdk::Options& options)
         : log_(options.get_bool("log")), tolerance_(options.get_int("growth_tolerance_bytes")) {
-        if (tolerance_ < 0) throw std::invalid_argument("growth_tolerance_bytes must be >= 0");
+        if (tolerance_ < 0) throw trainhost::sdk::OptionError("growth_tolerance_bytes must be >= 0");
     }
 
     void on_fit_start(Context&) override {

@@ -149,11 +149,11 @@ public:
           every_n_steps_(options.get_int("every_n_steps")) {
         const std::string format = options.get_string("format");
         if (format != "both" && format != "csv" && format != "jsonl")
-            throw std::invalid_argument("format must be both, csv or jsonl, not '" + format + "'");
-        if (every_n_steps_ < 0) throw std::invalid_argument("every_n_steps must be >= 0");
-        if (dir_.empty()) throw std::invalid_argument("dir must not be empty");
+            throw trainhost::sdk::OptionError("format must be both, csv or jsonl, not '" + format + "'");
+        if (every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_steps must be >= 0");
+        if (dir_.empty()) throw trainhost::sdk::OptionError("dir must not be empty");
         if (prefix_.empty() || prefix_.find('/') != std::string::npos)
-            throw std::invalid_argument("prefix must be a non-empty file name without '/', not '" + prefix_ + "'");
+            throw trainhost::sdk::OptionError("prefix must be a non-empty file name without '/', not '" + prefix_ + "'");
         csv_wanted_ = format != "jsonl";
         jsonl_wanted_ = format != "csv";
     }

@@ -43,8 +43,8 @@ public:
         : refresh_(std::chrono::milliseconds(options.get_int("refresh_ms"))) {
         const std::string mode = options.get_string("mode");
         if (mode != "auto" && mode != "bar" && mode != "lines")
-            throw std::invalid_argument("mode must be auto, bar or lines, not '" + mode + "'");
-        if (options.get_int("refresh_ms") < 0) throw std::invalid_argument("refresh_ms must be >= 0");
+            throw trainhost::sdk::OptionError("mode must be auto, bar or lines, not '" + mode + "'");
+        if (options.get_int("refresh_ms") < 0) throw trainhost::sdk::OptionError("refresh_ms must be >= 0");
         bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
     }
 

@@ -80,7 +80,7 @@ public:
         {"seed", TH_OPTION_INT, "0", "seed of random_unstructured"},
     };
 
-    Pruning(Context& ctx, const trainhost::sdk::Options& options)
+    Pruning(Context& ctx, const trainhost::sdk::Options& options) try
         : link_(ctx.link()), amount_(options.get_float("amount")), schedule_(pruning::parse_schedule(options.get_string("schedule"))),
           start_epoch_(options.get_int("start_epoch")), n_(options.get_int("n")),
           lottery_ticket_(options.get_bool("lottery_ticket")), make_permanent_(options.get_bool("make_permanent")),
@@ -89,24 +89,29 @@ public:
         if (method_name_ == "l1_unstructured") method_ = Method::l1;
         else if (method_name_ == "random_unstructured") method_ = Method::random;
         else if (method_name_ == "ln_structured") method_ = Method::ln_structured;
-        else throw std::invalid_argument("method must be l1_unstructured, random_unstructured or ln_structured, not '" +
-                                         method_name_ + "'");
+        else
+            throw trainhost::sdk::OptionError(
+                "method must be l1_unstructured, random_unstructured or ln_structured, not '" + method_name_ + "'");
         const std::string scope = options.get_string("scope");
-        if (scope != "global" && scope != "layer") throw std::invalid_argument("scope must be global or layer, not '" + scope + "'");
+        if (scope != "global" && scope != "layer")
+            throw trainhost::sdk::OptionError("scope must be global or layer, not '" + scope + "'");
         global_ = scope == "global" && method_ != Method::ln_structured;
         const std::string when = options.get_string("prune_at");
         if (when != "fit_start" && when != "epoch_end")
-            throw std::invalid_argument("prune_at must be fit_start or epoch_end, not '" + when + "'");
+            throw trainhost::sdk::OptionError("prune_at must be fit_start or epoch_end, not '" + when + "'");
         at_fit_start_ = when == "fit_start";
         const std::string parameters = options.get_string("parameters");
         if (parameters != "weights" && parameters != "all")
-            throw std::invalid_argument("parameters must be weights or all, not '" + parameters + "'");
+            throw trainhost::sdk::OptionError("parameters must be weights or all, not '" + parameters + "'");
         weights_only_ = parameters == "weights";
         pruning::check_amount(amount_, "amount");
-        if (start_epoch_ < 0) throw std::invalid_argument("start_epoch must be >= 0");
+        if (start_epoch_ < 0) throw trainhost::sdk::OptionError("start_epoch must be >= 0");
         if (at_fit_start_ && (!schedule_.empty() || start_epoch_ != 0))
-            throw std::invalid_argument("schedule and start_epoch need prune_at = \"epoch_end\"");
-        if (n_ < 1) throw std::invalid_argument("n must be >= 1");
+            throw trainhost::sdk::OptionError("schedule and start_epoch need prune_at = \"epoch_end\"");
+        if (n_ < 1) throw trainhost::sdk::OptionError("n must be >= 1");
+    } catch (const std::invalid_argument& e) {
+        // The amount and schedule checks of pruning_select.hpp, which knows no SDK.
+        throw trainhost::sdk::OptionError(e.what());
     }
 
     void on_setup(Context& ctx) override {

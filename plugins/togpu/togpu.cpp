@@ -27,8 +27,8 @@ public:
         : target_(options.get_string("target")), every_epoch_(options.get_string("when") == "every_epoch") {
         const std::string when = options.get_string("when");
         if (when != "once" && when != "every_epoch")
-            throw std::invalid_argument("when must be once or every_epoch, not '" + when + "'");
-        if (target_.empty()) throw std::invalid_argument("target must name a device");
+            throw trainhost::sdk::OptionError("when must be once or every_epoch, not '" + when + "'");
+        if (target_.empty()) throw trainhost::sdk::OptionError("target must name a device");
     }
 
     void on_to_device(Context& ctx) override { ctx.move_model(target_); }

@@ -75,7 +75,12 @@ fi
 # Only trainhost's own processes see the carried libraries: python3 and torch keep theirs.
 th() { LD_LIBRARY_PATH="$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 bin=build-gpu/core/trainhost
-missing() { for binary in "$bin" build-gpu/tests/trainhost_tests build-gpu/plugins/*.so; do th ldd "$binary"; done | grep "not found"; }
+# ldd reports a library's missing symbol version (GLIBCXX_...) on stderr.
+missing() {
+  for binary in "$bin" build-gpu/tests/trainhost_tests build-gpu/plugins/*.so build-gpu/test_plugins/*.so; do
+    th ldd "$binary" 2>&1
+  done | grep "not found"
+}
 # This machine's own C++ runtime first; the build machine's only where this one is older.
 if [[ -n $library_path ]] && missing >/dev/null; then library_path="$library_path:$root/build-gpu/runtime-lib/fallback"; fi
 if missing >/dev/null; then missing | sort -u | tee -a "$summary"; fail "libraries missing"; finish; fi

@@ -51,7 +51,8 @@ fs::path TempDir::write(const std::string& name, const std::string& text) const 
 
 RunResult run_trainhost(const std::vector<std::string>& arguments) {
     TempDir dir;
-    std::string command = std::string("'") + TRAINHOST_BINARY + "'";
+    // exec: the shell becomes trainhost, so its death by a signal is seen as such.
+    std::string command = std::string("exec '") + TRAINHOST_BINARY + "'";
     for (const std::string& argument : arguments) {
         std::string quoted;
         for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -61,6 +62,7 @@ RunResult run_trainhost(const std::vector<std::string>& arguments) {
     const int status = std::system(command.c_str());
     RunResult result;
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    result.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     result.out = read_file(dir.path() / "out");
     result.err = read_file(dir.path() / "err");
     return result;

@@ -8,7 +8,8 @@
 namespace test_support {
 
 struct RunResult {
-    int exit_code = -1;
+    int exit_code = -1;  // 128 + N when the process died by signal N, as a shell reports it
+    int signal = 0;      // N when it died by signal N, else 0
     std::string out;
     std::string err;
     [[nodiscard]] std::string last_line() const;

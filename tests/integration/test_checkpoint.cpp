@@ -49,6 +49,31 @@ void check_same_tensors(const fs::path& a, const fs::path& b, const std::string&
     CHECK(compared > 0);
 }
 
+// The epochs a resumed run trained end with the metrics of the run that never stopped,
+// the resumed epoch's running train_loss included.
+void check_same_epoch_metrics(const fs::path& straight_json, const fs::path& resumed_json) {
+    const auto straight = nlohmann::json::parse(test_support::read_file(straight_json))["fits"][0]["epochs"];
+    const auto resumed = nlohmann::json::parse(test_support::read_file(resumed_json))["fits"][0]["epochs"];
+    REQUIRE(!resumed.empty());
+    REQUIRE(resumed.size() <= straight.size());
+    const std::size_t offset = straight.size() - resumed.size();
+    for (std::size_t i = 0; i < resumed.size(); ++i) {
+        INFO("epoch " << i + offset + 1);
+        for (const char* key : {"train_loss", "val_loss"}) {
+            INFO(key);
+            REQUIRE(resumed[i]["metrics"].contains(key));
+            CHECK(resumed[i]["metrics"][key].get<double>() == straight[i + offset]["metrics"][key].get<double>());
+        }
+        // Throughput counts only what this process trained: none for a resumed epoch
+        // that had nothing left, never a figure divided by almost no time.
+        if (i > 0 || resumed[i]["metrics"].contains("samples_per_second")) {
+            REQUIRE(resumed[i]["metrics"].contains("samples_per_second"));
+            CHECK(resumed[i]["metrics"]["samples_per_second"].get<double>() > 0);
+            CHECK(resumed[i]["metrics"]["samples_per_second"].get<double>() < 1e9);
+        }
+    }
+}
+
 // Runs trainhost with the checkpoint plugin loaded, unless the arguments name plugins.
 RunResult run_trainhost(std::vector<std::string> arguments) {
     bool named = false;
@@ -106,18 +131,19 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
             CHECK_THAT(rest.out, Contains(resumed_at));
             for (const char* prefix : {"param/", "optimizer/", "rng/"})
                 check_same_tensors(dir.path() / "a" / "last.safetensors", saved / "last.safetensors", prefix);
-            // The epoch's running loss continues across the resume: its metrics are the straight run's.
-            const auto straight_report = nlohmann::json::parse(test_support::read_file(dir.path() / "a.json"));
-            const auto rest_report = nlohmann::json::parse(test_support::read_file(dir.path() / "rest.json"));
-            const auto& straight_epochs = straight_report["fits"][0]["epochs"];
-            const auto& rest_epochs = rest_report["fits"][0]["epochs"];
-            REQUIRE(rest_epochs.size() >= 1);
-            const std::size_t first_resumed = straight_epochs.size() - rest_epochs.size();
-            CHECK(rest_epochs[0]["metrics"]["train_loss"].get<double>() ==
-                  straight_epochs[first_resumed]["metrics"]["train_loss"].get<double>());
-            CHECK(rest_epochs.back()["metrics"]["val_loss"].get<double>() ==
-                  straight_epochs.back()["metrics"]["val_loss"].get<double>());
+            check_same_epoch_metrics(dir.path() / "a.json", dir.path() / "rest.json");
         }
+    }
+    SECTION("resumed from a save at an epoch's last step: nothing left to train in it, its metrics kept") {
+        auto first = dir.write("first.toml", dropout_config(1, checkpoint_table(dir.path() / "l", "every_n_train_steps = 2\n")));
+        REQUIRE(run_trainhost({"--config", first.string()}).exit_code == 0);  // saved after epoch 1's last batch
+        auto resumed = dir.write("resumed.toml", dropout_config(4, checkpoint_table(dir.path() / "m")));
+        auto rest = run_trainhost({"--config", resumed.string(), "--verbose", "--report", (dir.path() / "rest.json").string(),
+                                   "--resume", (dir.path() / "l" / "last.safetensors").string()});
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("at epoch 1 batch 2"));
+        check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "m" / "last.safetensors", "param/");
+        check_same_epoch_metrics(dir.path() / "a.json", dir.path() / "rest.json");
     }
     SECTION("weights_only checkpoints still save a resumable file on interrupt") {
         const fs::path saved = dir.path() / "w";
@@ -271,7 +297,7 @@ TEST_CASE("a well-formed checkpoint whose tensors do not fit the model is refuse
     CHECK_THAT(run.err, Contains("optimizer/dense0.weight/first does not fit parameter dense0.weight"));
 }
 
-TEST_CASE("a mid-epoch checkpoint whose running totals are not numbers is refused", "[checkpoint]") {
+TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not numbers is refused", "[checkpoint]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
     // Saved after the first step: in the middle of epoch 1, so the resume reads the totals.
@@ -279,15 +305,25 @@ TEST_CASE("a mid-epoch checkpoint whose running totals are not numbers is refuse
     REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
     auto data = trainhost::checkpoint::read_checkpoint(ckpt / "epoch=0-step=1.safetensors");
     REQUIRE(data.metadata.at("trainer.epoch_complete") == "0");
-    for (const auto& [key, value] : {std::pair{"trainer.epoch_loss_sum", "0x1.8p+1junk"},
-                                     std::pair{"trainer.epoch_correct", "many"}}) {
-        DYNAMIC_SECTION(key) {
+    struct Forgery {
+        const char* key;
+        const char* value;
+        const char* complaint;
+    };
+    for (const Forgery& forgery : {Forgery{"trainer.epoch_loss_sum", "0x1.8p+1junk", "is not a number"},
+                                   Forgery{"trainer.epoch_loss_sum", "inf", "is not finite"},
+                                   Forgery{"trainer.epoch_correct", "many", "is not a number"},
+                                   Forgery{"trainer.epoch_correct", "5junk", "is not a number"},
+                                   Forgery{"trainer.epoch_samples", "-1", "is not a number"},
+                                   Forgery{"metric/train_loss", "low", "is not a number"}}) {
+        DYNAMIC_SECTION(forgery.key << " = " << forgery.value) {
             auto forged = data;
-            forged.metadata[key] = value;
+            forged.metadata[forgery.key] = forgery.value;
             trainhost::checkpoint::write_checkpoint(dir.path() / "forged.safetensors", forged);
             auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "forged.safetensors").string()});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains(std::string("checkpoint '") + key + "' is not a number: " + value));
+            CHECK_THAT(run.err, Contains(std::string("checkpoint '") + forgery.key + "' " + forgery.complaint + ": " +
+                                         forgery.value));
         }
     }
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 
 namespace {
 
@@ -30,8 +31,10 @@ public:
 protected:
     void after_hook(const std::string& hook) override {
         if (hook != hook_) return;
+        // Signals once only, as a user's Ctrl-C: a later hook of the same kind (the next
+        // validation batch) must not look like a second interrupt.
         if (how_ == "sigint" || how_ == "sigterm") {
-            std::raise(how_ == "sigint" ? SIGINT : SIGTERM);
+            if (!std::exchange(signalled_, true)) std::raise(how_ == "sigint" ? SIGINT : SIGTERM);
             return;
         }
         if (how_ == "sigint_twice" || how_ == "sigint_then_sigterm") {
@@ -50,6 +53,7 @@ protected:
 private:
     std::string hook_;
     std::string how_;
+    bool signalled_ = false;
 };
 
 }  // namespace

@@ -40,6 +40,15 @@ private:
     th_status status_;
 };
 
+// Thrown by a constructor that refuses an option's value (a range, a combination):
+// the host reports it as a configuration error naming the file and the plugin's
+// table, exit 1, where any other exception from the constructor is "refused to
+// start", exit 2.
+class OptionError : public Error {
+public:
+    explicit OptionError(const std::string& message) : Error(TH_INVALID_ARGUMENT, message) {}
+};
+
 // The pair every host call needs; passed by value, it is two pointers.
 class HostLink {
 public:
@@ -575,13 +584,7 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value* v
         HostLink link(api, host);
         Context context(link, result);
         Options options(specs.data(), values, value_count);
-        std::unique_ptr<T> callback;
-        try {
-            callback = std::make_unique<T>(context, options);
-        } catch (const std::invalid_argument& e) {
-            throw Error(TH_INVALID_ARGUMENT, e.what());  // a refused option value: the user's config to fix
-        }
-        auto made = std::make_unique<Instance>(Instance{link, std::move(callback)});
+        auto made = std::make_unique<Instance>(Instance{link, std::make_unique<T>(context, options)});
         *instance = made.release();
     });
 }
