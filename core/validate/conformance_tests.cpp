@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fmt/format.h>
+#include <csignal>
 #include <fstream>
 #include <functional>
 #include <iostream>
@@ -254,6 +255,27 @@ std::string test_option_fuzzing(TestContext& c) {
     return {};
 }
 
+// A fit that fails, or that Ctrl-C interrupts, after its first epoch: on_exception
+// and teardown run without failing, and the plugin holds nothing afterwards.
+std::string test_failure_paths(TestContext& c) {
+    const toml::table* options = c.plugin_table ? &*c.plugin_table : nullptr;
+    const std::map<std::string, double> metrics = {{"val_loss", 0.5}, {"train_loss", 0.6}, {"val_accuracy", 0.7}};
+    for (const int signal : {0, SIGINT}) {
+        const char* after = signal == 0 ? "after a failure" : "after an interrupt";
+        ValidationHost host;
+        auto instance = host.create(c.library, options);
+        if (auto failure = host.run_epochs(*instance, 1, 2, metrics); !failure.empty())
+            return fmt::format("the epoch before the failure failed: {}", failure);
+        const std::string failure = host.fail_fit(*instance, signal == 0 ? "validate: a deliberate failure of the fit"
+                                                                          : "interrupted by SIGINT in fit 1, epoch 2",
+                                                  signal);
+        auto leaks = host.destroy(std::move(instance));
+        if (!failure.empty()) return fmt::format("{}: {}", after, failure);
+        if (!leaks.empty()) return fmt::format("{}: {}", after, resources::format_leak(leaks.front()));
+    }
+    return {};
+}
+
 // --- level 7: state -----------------------------------------------------------------
 
 std::string test_state_roundtrip(TestContext& c) {
@@ -365,6 +387,8 @@ const std::vector<Registered>& registry() {
         {{"handles_used_correctly", 5, "no double free, foreign or stale handle, size mismatch or out-of-range access", "lifecycle"},
          &test_handles_used_correctly},
         {{"device_move", 5, "the model moving to another device strands none of the plugin's memory", "ledger_clean"}, &test_device_move},
+        {{"failure_paths", 5, "after a failure or an interrupt, on_exception and teardown run cleanly and nothing is held", "ledger_clean"},
+         &test_failure_paths},
         {{"option_fuzzing", 6, "wrong types and unknown keys are refused, extreme values never crash", "create_destroy"}, &test_option_fuzzing},
         {{"state_roundtrip", 7, "save, restore, save again gives identical bytes", "lifecycle"}, &test_state_roundtrip},
         {{"nan_inf_metrics", 8, "NaN and infinite metrics are handled without a failure", "lifecycle"}, &test_nan_inf_metrics},

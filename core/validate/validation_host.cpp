@@ -74,6 +74,17 @@ std::string ValidationHost::finish(plugin::PluginInstance& instance, const std::
     return first.empty() ? teardown : first;
 }
 
+std::string ValidationHost::fail_fit(plugin::PluginInstance& instance, const std::string& failure, int signal) {
+    failure_ = failure;
+    state_.failure = failure_.c_str();
+    state_.interrupt_signal = static_cast<std::uint32_t>(signal);
+    std::string first = run_hook(instance, TH_HOOK_EXCEPTION);
+    state_.failure = nullptr;
+    state_.interrupt_signal = 0;
+    std::string teardown = run_hook(instance, TH_HOOK_TEARDOWN);
+    return first.empty() ? teardown : first;
+}
+
 std::string ValidationHost::run_fit(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
                                     const std::map<std::string, double>& epoch_metrics) {
     return finish(instance, run_epochs(instance, epochs, batches, epoch_metrics));

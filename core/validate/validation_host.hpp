@@ -34,6 +34,10 @@ public:
     [[nodiscard]] std::string run_epochs(plugin::PluginInstance& instance, std::uint32_t epochs, std::uint32_t batches,
                                          const std::map<std::string, double>& epoch_metrics);
     [[nodiscard]] std::string finish(plugin::PluginInstance& instance, const std::string& failure);
+    // The failure path after run_epochs: on_exception, with state().failure set to
+    // `failure` and state().interrupt_signal to `signal` (0: none), then teardown.
+    // Returns the first hook failure.
+    [[nodiscard]] std::string fail_fit(plugin::PluginInstance& instance, const std::string& failure, int signal);
     // Destroys the instance and returns what the ledger found it still held.
     [[nodiscard]] std::vector<resources::Leak> destroy(std::unique_ptr<plugin::PluginInstance> instance);
 
@@ -63,6 +67,7 @@ private:
     std::unique_ptr<resources::Ledger> ledger_;
     std::unique_ptr<nn::Model> model_;
     th_train_state state_{};
+    std::string failure_;  // what state_.failure points to
     std::map<std::string, double, std::less<>> metrics_;
     std::vector<unsigned char> state_bytes_;
     bool stop_requested_ = false;

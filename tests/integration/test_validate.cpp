@@ -52,6 +52,7 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         {"test_abi_mismatch", "", {"metadata"}},
         {"test_refuser", "", {"create_destroy"}},
         {"test_thrower", "", {"lifecycle"}},
+        {"test_thrower", "hook = \"exception\"", {"failure_paths"}},
         {"test_leaky", "", {"ledger_clean"}},
         {"test_leaky", "double_free = true", {"handles_used_correctly"}},
         {"test_misuser", "", {"host_calls_in_phase"}},
