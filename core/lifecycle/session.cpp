@@ -393,7 +393,6 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     // A resume point the fit never reached (it ended first) is not the next fit's.
     start_epoch_ = 0;
     start_batch_ = 0;
-    resumed_totals_.reset();
 }
 
 void Session::build_fit() {
@@ -436,12 +435,11 @@ void Session::train_fit(FitRecord& record) {
     for (std::uint32_t epoch = first_epoch; epoch < config.epochs && !fit.stop_requested; ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
-        train_epoch();
+        const std::uint64_t trained = train_epoch();
         const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
         // Only what this process trained counts: a resumed epoch with nothing left to
         // train has no figure (rather than an earlier epoch's, or one over no time).
-        const std::uint64_t trained = state_.samples_seen - epoch_resumed_samples_;
-        if (trained > 0 || epoch_resumed_samples_ == 0)
+        if (trained > 0 || state_.samples_seen == 0)
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
@@ -484,20 +482,22 @@ void Session::predict_fit(FitRecord& record) {
     dispatch(TH_HOOK_VALIDATION_END);
 }
 
-void Session::train_epoch() {
+std::uint64_t Session::train_epoch() {
     FitState& fit = *fit_;
-    const EpochTotals totals = std::exchange(resumed_totals_, std::nullopt).value_or(EpochTotals{});
-    epoch_loss_sum_ = totals.loss_sum;
-    epoch_correct_ = totals.correct;
-    state_.samples_seen = totals.samples;
-    epoch_resumed_samples_ = totals.samples;
-    if (totals.samples == 0) metrics_.erase("train_loss");  // else restored with the checkpoint's metrics
+    // A resumed epoch skips the batches the checkpoint already trained on; the
+    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
+    // Its running totals and metrics came with the checkpoint.
+    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
+    if (first_batch == 0) {
+        epoch_loss_sum_ = 0;
+        epoch_correct_ = 0;
+        state_.samples_seen = 0;
+        metrics_.erase("train_loss");
+    }
+    const std::uint64_t samples_before = state_.samples_seen;
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
     state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
-    // A resumed epoch skips the batches the checkpoint already trained on; the
-    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
-    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
     epoch_batches_done_ = first_batch;
     epoch_trained_ = false;
     dispatch(TH_HOOK_EPOCH_START);
@@ -542,6 +542,7 @@ void Session::train_epoch() {
         check_interrupt();
     }
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
+    return state_.samples_seen - samples_before;
 }
 
 // The loss of the batch now in the model's output, on the model's device.

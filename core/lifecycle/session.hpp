@@ -109,7 +109,6 @@ public:
 
     // Logical devices of this run: "cpu:0" .. "cpu:3" (more kinds with their backends).
     [[nodiscard]] device::DeviceIndex device_index(std::string_view name) const;
-    [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
 
 private:
     struct FitState;
@@ -121,7 +120,8 @@ private:
     void build_fit();
     void train_fit(FitRecord& record);
     void predict_fit(FitRecord& record);
-    void train_epoch();
+    // Returns the training samples it took in this process (a resumed epoch took some before).
+    std::uint64_t train_epoch();
     void train_batch(std::size_t batch_index);
     void upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
                       const std::vector<float>& targets);
@@ -137,6 +137,7 @@ private:
     void construct();
     void restore_checkpoint();
     void apply_pending_move();
+    [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
     [[nodiscard]] nn::Tensor make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const;
     [[nodiscard]] double batch_loss(std::size_t rows, float* grad, std::size_t* correct);
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
@@ -170,17 +171,11 @@ private:
     std::uint64_t fit_first_step_ = 0;    // fit_step_ of this fit's first batch (after a resume, not 0)
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
     std::uint64_t epoch_batches_done_ = 0;
-    // The running totals behind train_loss and train_accuracy: a resume in the middle
-    // of an epoch continues them, so the epoch's metrics match an uninterrupted one.
+    // The running totals behind train_loss and train_accuracy (with state_.samples_seen):
+    // a resume in the middle of an epoch continues them, so the epoch's metrics match
+    // an uninterrupted one.
     double epoch_loss_sum_ = 0;
     std::uint64_t epoch_correct_ = 0;
-    struct EpochTotals {
-        double loss_sum = 0;
-        std::uint64_t correct = 0;
-        std::uint64_t samples = 0;
-    };
-    std::optional<EpochTotals> resumed_totals_;  // for the first, resumed epoch
-    std::uint64_t epoch_resumed_samples_ = 0;    // samples of this epoch trained before the resume
     bool epoch_trained_ = false;          // this epoch's training batches are all done
     std::string failure_;
     int interrupt_signal_ = 0;  // the signal that ended this fit, or 0

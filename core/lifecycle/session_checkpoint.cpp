@@ -19,6 +19,8 @@ namespace trainhost::lifecycle {
 
 namespace {
 
+constexpr std::string_view kMetricPrefix = "metric/";  // metadata keys of the saved metrics
+
 // Whole strings only: "5junk", "-1" or "1.5" is not a count.
 std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file) {
     const std::string* text = data.meta(key);
@@ -72,7 +74,7 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
     // Hexadecimal: the sum and the metrics come back bit for bit.
     data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
-    for (const auto& [key, value] : metrics_) data.metadata["metric/" + key] = fmt::format("{:a}", value);
+    for (const auto& [key, value] : metrics_) data.metadata[std::string(kMetricPrefix) + key] = fmt::format("{:a}", value);
     data.metadata["trainer.epoch_correct"] = std::to_string(epoch_correct_);
     data.metadata["trainer.epoch_samples"] = std::to_string(state_.samples_seen);
     device::MemoryResource& memory = model_device_ref().memory();
@@ -215,16 +217,14 @@ void Session::restore_checkpoint() {
     // The metrics as they were (monitored ones included), and the resumed epoch's
     // running totals: the epoch ends with the metrics of a run that never stopped.
     for (const auto& [key, text] : data.metadata)
-        if (key.starts_with("metric/")) metrics_[key.substr(7)] = meta_double(text, key, file);
+        if (key.starts_with(kMetricPrefix)) metrics_[key.substr(kMetricPrefix.size())] = meta_double(text, key, file);
     if (start_batch_ > 0 && data.meta("trainer.epoch_loss_sum") != nullptr) {
-        EpochTotals totals;
-        totals.loss_sum = meta_double(*data.meta("trainer.epoch_loss_sum"), "trainer.epoch_loss_sum", file);
-        if (!std::isfinite(totals.loss_sum))
+        epoch_loss_sum_ = meta_double(*data.meta("trainer.epoch_loss_sum"), "trainer.epoch_loss_sum", file);
+        if (!std::isfinite(epoch_loss_sum_))
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not finite: {}", file,
                                           *data.meta("trainer.epoch_loss_sum")));
-        totals.correct = meta_number(data, "trainer.epoch_correct", file);
-        totals.samples = meta_number(data, "trainer.epoch_samples", file);
-        resumed_totals_ = totals;
+        epoch_correct_ = meta_number(data, "trainer.epoch_correct", file);
+        state_.samples_seen = meta_number(data, "trainer.epoch_samples", file);
     }
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,

@@ -67,11 +67,10 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
 }
 
 std::string ValidationHost::finish(plugin::PluginInstance& instance, const std::string& failure) {
-    std::string first = failure;
-    if (first.empty()) first = run_hook(instance, TH_HOOK_FIT_END);
-    if (!first.empty()) (void)run_hook(instance, TH_HOOK_EXCEPTION);
-    std::string teardown = run_hook(instance, TH_HOOK_TEARDOWN);
-    return first.empty() ? teardown : first;
+    const std::string first = failure.empty() ? run_hook(instance, TH_HOOK_FIT_END) : failure;
+    if (first.empty()) return run_hook(instance, TH_HOOK_TEARDOWN);
+    (void)fail_fit(instance, first, 0);
+    return first;
 }
 
 std::string ValidationHost::fail_fit(plugin::PluginInstance& instance, const std::string& failure, int signal) {

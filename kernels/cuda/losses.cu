@@ -234,22 +234,27 @@ void require_nonempty(const char* loss_name, std::size_t n) {
     }
 }
 
-// Runs `launch(block_sums)` (which must fill `blocks` partial sums), reduces
-// them, and returns the total to the host.
+// The mean of an elementwise loss over n elements: checks the arguments, runs
+// `launch(blocks, 1 / n, block_sums)` (which must fill `blocks` partial sums),
+// reduces them, and returns the mean to the host.
 template <typename Launch>
-double reduce_elementwise_loss(const char* name, unsigned int blocks, char* scratch, cudaStream_t stream,
-                               Launch launch) {
-    const std::size_t partial_bytes = align_up(blocks * sizeof(double));
-    auto* block_sums = reinterpret_cast<double*>(scratch);
-    auto* device_total = reinterpret_cast<double*>(scratch + partial_bytes);
-    launch(block_sums);
+double mean_elementwise_loss(const char* name, std::size_t n, void* scratch, std::size_t scratch_bytes,
+                             cudaStream_t stream, Launch launch) {
+    require_nonempty(name, n);
+    require_scratch(name, scratch, scratch_bytes, elementwise_loss_scratch_bytes(n));
+    const double inverse_n = 1.0 / static_cast<double>(n);
+    const unsigned int blocks = loss_blocks(n);
+    auto* bytes = static_cast<char*>(scratch);
+    auto* block_sums = reinterpret_cast<double*>(bytes);
+    auto* device_total = reinterpret_cast<double*>(bytes + align_up(blocks * sizeof(double)));
+    launch(blocks, inverse_n, block_sums);
     check_launch(name);
     sum_doubles_kernel<<<1, kThreads, 0, stream>>>(block_sums, blocks, device_total);
     check_launch(name);
     double total = 0.0;
     check(cudaMemcpyAsync(&total, device_total, sizeof(double), cudaMemcpyDeviceToHost, stream), name);
     check(cudaStreamSynchronize(stream), name);
-    return total;
+    return total * inverse_n;
 }
 
 }  // namespace
@@ -275,28 +280,26 @@ double cross_entropy(const float* logits, const std::int32_t* labels, int rows, 
     const std::size_t loss_bytes = align_up(row_count * sizeof(double));
     const double inverse_rows = 1.0 / static_cast<double>(rows);
     CrossEntropyResult result{};
-    {
-        auto* bytes = static_cast<char*>(scratch);
-        auto* device_result = reinterpret_cast<CrossEntropyResult*>(bytes);
-        auto* row_loss = reinterpret_cast<double*>(bytes + result_bytes);
-        auto* row_correct = reinterpret_cast<int*>(bytes + result_bytes + loss_bytes);
-        check(cudaMemsetAsync(&device_result->first_bad_row, 0xff, sizeof(unsigned int), stream), "cross_entropy");
+    auto* bytes = static_cast<char*>(scratch);
+    auto* device_result = reinterpret_cast<CrossEntropyResult*>(bytes);
+    auto* row_loss = reinterpret_cast<double*>(bytes + result_bytes);
+    auto* row_correct = reinterpret_cast<int*>(bytes + result_bytes + loss_bytes);
+    check(cudaMemsetAsync(&device_result->first_bad_row, 0xff, sizeof(unsigned int), stream), "cross_entropy");
 
-        validate_labels_kernel<<<detail::blocks_for(row_count), kThreads, 0, stream>>>(labels, rows, classes,
-                                                                                       &device_result->first_bad_row);
-        check_launch("cross_entropy (validate_labels_kernel)");
-        const std::size_t warps_per_block = kThreads / kWarp;
-        const auto row_blocks = static_cast<unsigned int>(
-            std::min<std::size_t>((row_count + warps_per_block - 1) / warps_per_block, detail::kMaxBlocks));
-        cross_entropy_rows_kernel<<<row_blocks, kThreads, 0, stream>>>(logits, labels, rows, classes, grad,
-                                                                       inverse_rows, &device_result->first_bad_row,
-                                                                       row_loss, row_correct);
-        check_launch("cross_entropy (cross_entropy_rows_kernel)");
-        cross_entropy_finish_kernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, rows, device_result);
-        check_launch("cross_entropy (cross_entropy_finish_kernel)");
-        check(cudaMemcpyAsync(&result, device_result, sizeof(result), cudaMemcpyDeviceToHost, stream),
-              "cross_entropy");
-    }
+    validate_labels_kernel<<<detail::blocks_for(row_count), kThreads, 0, stream>>>(labels, rows, classes,
+                                                                                   &device_result->first_bad_row);
+    check_launch("cross_entropy (validate_labels_kernel)");
+    const std::size_t warps_per_block = kThreads / kWarp;
+    const auto row_blocks = static_cast<unsigned int>(
+        std::min<std::size_t>((row_count + warps_per_block - 1) / warps_per_block, detail::kMaxBlocks));
+    cross_entropy_rows_kernel<<<row_blocks, kThreads, 0, stream>>>(logits, labels, rows, classes, grad,
+                                                                   inverse_rows, &device_result->first_bad_row,
+                                                                   row_loss, row_correct);
+    check_launch("cross_entropy (cross_entropy_rows_kernel)");
+    cross_entropy_finish_kernel<<<1, kThreads, 0, stream>>>(row_loss, row_correct, rows, device_result);
+    check_launch("cross_entropy (cross_entropy_finish_kernel)");
+    check(cudaMemcpyAsync(&result, device_result, sizeof(result), cudaMemcpyDeviceToHost, stream),
+          "cross_entropy");
     check(cudaStreamSynchronize(stream), "cross_entropy");
 
     if (result.first_bad_row != kNoBadRow) {
@@ -315,28 +318,20 @@ double cross_entropy(const float* logits, const std::int32_t* labels, int rows, 
 
 double bce_with_logits(const float* logits, const float* targets, std::size_t n, float* grad, void* scratch,
                        std::size_t scratch_bytes, cudaStream_t stream) {
-    require_nonempty("bce_with_logits", n);
-    require_scratch("bce_with_logits", scratch, scratch_bytes, elementwise_loss_scratch_bytes(n));
-    const double inverse_n = 1.0 / static_cast<double>(n);
-    const unsigned int blocks = loss_blocks(n);
-    const double sum = reduce_elementwise_loss("bce_with_logits", blocks, static_cast<char*>(scratch), stream,
-                                               [&](double* block_sums) {
-        bce_with_logits_kernel<<<blocks, kThreads, 0, stream>>>(logits, targets, n, grad, inverse_n, block_sums);
-    });
-    return sum * inverse_n;
+    return mean_elementwise_loss("bce_with_logits", n, scratch, scratch_bytes, stream,
+                                 [&](unsigned int blocks, double inverse_n, double* block_sums) {
+                                     bce_with_logits_kernel<<<blocks, kThreads, 0, stream>>>(logits, targets, n, grad,
+                                                                                             inverse_n, block_sums);
+                                 });
 }
 
 double mse(const float* prediction, const float* target, std::size_t n, float* grad, void* scratch,
            std::size_t scratch_bytes, cudaStream_t stream) {
-    require_nonempty("mse", n);
-    require_scratch("mse", scratch, scratch_bytes, elementwise_loss_scratch_bytes(n));
-    const double inverse_n = 1.0 / static_cast<double>(n);
-    const unsigned int blocks = loss_blocks(n);
-    const double sum = reduce_elementwise_loss("mse", blocks, static_cast<char*>(scratch), stream,
-                                               [&](double* block_sums) {
-        mse_kernel<<<blocks, kThreads, 0, stream>>>(prediction, target, n, grad, inverse_n, block_sums);
-    });
-    return sum * inverse_n;
+    return mean_elementwise_loss("mse", n, scratch, scratch_bytes, stream,
+                                 [&](unsigned int blocks, double inverse_n, double* block_sums) {
+                                     mse_kernel<<<blocks, kThreads, 0, stream>>>(prediction, target, n, grad, inverse_n,
+                                                                                 block_sums);
+                                 });
 }
 
 }  // namespace trainhost::kernels::cuda

@@ -77,9 +77,8 @@ public:
     void on_exception(Context& ctx) override {
         const auto state = ctx.state();
         if (!save_on_interrupt_ || state.interrupt_signal == 0 || state.global_step == 0) return;
-        const std::string path = (std::filesystem::path(dirpath_) / "last.safetensors").string();
-        ctx.save_checkpoint(path, false);  // whatever weights_only says: this file is for --resume
-        ctx.info("checkpoint: saved " + path + " on interrupt; continue with --resume last");
+        ctx.save_checkpoint(last_path(), false);  // whatever weights_only says: this file is for --resume
+        ctx.info("checkpoint: saved " + last_path() + " on interrupt; continue with --resume last");
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
@@ -127,8 +126,11 @@ private:
             }
             if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
         }
-        if (save_last_) ctx.save_checkpoint((std::filesystem::path(dirpath_) / "last.safetensors").string(), weights_only_);
+        if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
     }
+
+    // What --resume last reads.
+    [[nodiscard]] std::string last_path() const { return (std::filesystem::path(dirpath_) / "last.safetensors").string(); }
 
     [[nodiscard]] const Kept& worst() const {
         const bool maximize = monitor_.empty() || maximize_;

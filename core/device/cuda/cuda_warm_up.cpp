@@ -62,11 +62,11 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.dropout_forward(a.as<float>(), keep.as<std::uint8_t>(), c.as<float>(), kCount, 0.5f);
     backend.dropout_backward(b.as<float>(), keep.as<std::uint8_t>(), d.as<float>(), kCount, 0.5f);
     for (const LossKind kind : {LossKind::cross_entropy, LossKind::bce_with_logits, LossKind::mse}) {
-        WarmUpBuffer scratch = floats(backend.loss_workspace(kind, kRows, kCols));
+        const std::size_t scratch_floats = backend.loss_workspace(kind, kRows, kCols);
+        WarmUpBuffer scratch = floats(scratch_floats);
         std::size_t correct = 0;
         static_cast<void>(backend.loss(kind, a.as<float>(), labels.as<std::int32_t>(), b.as<float>(), kRows, kCols,
-                                       d.as<float>(), &correct,
-                                       Workspace{scratch.as<float>(), backend.loss_workspace(kind, kRows, kCols)}));
+                                       d.as<float>(), &correct, Workspace{scratch.as<float>(), scratch_floats}));
     }
     backend.sgd_step(c.as<float>(), b.as<float>(), d.as<float>(), kCount, SgdHyper{0.1f, 0.9f}, true);
     backend.adam_step(c.as<float>(), b.as<float>(), d.as<float>(), a.as<float>(), kCount, AdamHyper{}, 1);
