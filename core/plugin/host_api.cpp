@@ -1,5 +1,6 @@
 // The C functions behind th_host_api. Each one checks the phase, turns every C++
 // error into a status plus last_error text, and never lets an exception out.
+#include "plugin/declarations.hpp"
 #include "plugin/host_services.hpp"
 
 #include <algorithm>
@@ -63,6 +64,20 @@ th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& bo
     }
 }
 
+// From ABI 1.2 a plugin changes only what its entry declares in `writes`, so the
+// order derived from declarations holds while it runs; a refusal is a misuse.
+th_status check_declared_write(th_host* host, const char* what, std::string_view name) {
+    if (!host->declared_writes || any_covers(*host->declared_writes, name)) return TH_OK;
+    resources::Ledger& ledger = host->services->ledger();
+    const std::vector<std::string>& declared = *host->declared_writes;
+    std::string detail = fmt::format("{} changes {}, which plugin '{}' does not declare (its writes: {}); add \"{}\" "
+                                     "to its writes",
+                                     what, name, ledger.owner_name(host->owner),
+                                     declared.empty() ? std::string("none") : fmt::format("{}", fmt::join(declared, ",")),
+                                     name);
+    ledger.record_misuse(host->owner, resources::MisuseKind::undeclared_write, 0, detail);
+    return fail(host, TH_UNDECLARED, std::move(detail));
+}
 
 const char* last_error(th_host* host) { return host ? host->last_error.c_str() : "no host"; }
 
@@ -98,6 +113,8 @@ th_status metric_get(th_host* host, const char* key, double* out) {
 th_status metric_set(th_host* host, const char* key, double value) {
     return guarded(host, "metric_set", kTraining, [&] {
         if (key == nullptr || *key == '\0') return fail(host, TH_INVALID_ARGUMENT, "metric_set needs a key");
+        if (th_status s = check_declared_write(host, "metric_set", std::string(kMetricPrefix) + key); s != TH_OK)
+            return s;
         host->services->set_metric(key, value);
         return TH_OK;
     });
@@ -147,8 +164,13 @@ th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
     });
 }
 
-th_status param_copy(th_host* host, const char* what, std::uint32_t index, std::uint64_t count, auto&& copy) {
+enum class ParamAccessKind { reads, writes };
+
+th_status param_copy(th_host* host, const char* what, ParamAccessKind access, std::uint32_t index, std::uint64_t count,
+                     auto&& copy) {
     return guarded(host, what, kAnyHook, [&] {
+        if (access == ParamAccessKind::writes)
+            if (th_status s = check_declared_write(host, what, kParamsName); s != TH_OK) return s;
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
@@ -162,14 +184,14 @@ th_status param_copy(th_host* host, const char* what, std::uint32_t index, std::
 
 th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
     if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_read needs a buffer");
-    return param_copy(host, "param_read", index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
+    return param_copy(host, "param_read", ParamAccessKind::reads, index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.data, count * sizeof(float));
     });
 }
 
 th_status param_write(th_host* host, std::uint32_t index, const float* src, std::uint64_t count) {
     if (host != nullptr && src == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_write needs a buffer");
-    return param_copy(host, "param_write", index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
+    return param_copy(host, "param_write", ParamAccessKind::writes, index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_from_host(p.data, src, count * sizeof(float));
     });
 }
@@ -267,6 +289,7 @@ th_status event_query(th_host* host, th_handle event, int* complete) {
 
 th_status move_model(th_host* host, const char* device) {
     return guarded(host, "move_model", kMoves, [&] {
+        if (th_status s = check_declared_write(host, "move_model", kDeviceName); s != TH_OK) return s;
         host->services->request_move(host->owner, device ? device : "auto");
         return TH_OK;
     });
@@ -329,8 +352,11 @@ float* param_sized(th_host* host, const char* what, th_handle handle, const Para
     return static_cast<float*>(ledger.address(host->owner, handle, 0, bytes));
 }
 
-th_status param_op(th_host* host, const char* what, std::uint32_t index, th_handle handle, auto&& op) {
+th_status param_op(th_host* host, const char* what, ParamAccessKind access, std::uint32_t index, th_handle handle,
+                   auto&& op) {
     return guarded(host, what, kAnyHook, [&] {
+        if (access == ParamAccessKind::writes)
+            if (th_status s = check_declared_write(host, what, kParamsName); s != TH_OK) return s;
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
@@ -340,25 +366,25 @@ th_status param_op(th_host* host, const char* what, std::uint32_t index, th_hand
 }
 
 th_status param_copy_to(th_host* host, std::uint32_t index, th_handle dst) {
-    return param_op(host, "param_copy_to", index, dst, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_copy_to", ParamAccessKind::reads, index, dst, [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.copy(p.data, buffer, p.numel);
     });
 }
 
 th_status param_copy_from(th_host* host, std::uint32_t index, th_handle src) {
-    return param_op(host, "param_copy_from", index, src, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_copy_from", ParamAccessKind::writes, index, src, [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.copy(buffer, p.data, p.numel);
     });
 }
 
 th_status param_apply_mask(th_host* host, std::uint32_t index, th_handle mask) {
-    return param_op(host, "param_apply_mask", index, mask, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_apply_mask", ParamAccessKind::writes, index, mask, [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.multiply_by_mask(p.data, buffer, p.numel);
     });
 }
 
 th_status param_mask_below(th_host* host, std::uint32_t index, float threshold, th_handle mask) {
-    return param_op(host, "param_mask_below", index, mask, [&](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_mask_below", ParamAccessKind::reads, index, mask, [&](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.mask_below(p.data, threshold, buffer, p.numel);
     });
 }

@@ -56,6 +56,9 @@ struct th_host {
     trainhost::plugin::HostServices* services = nullptr;
     trainhost::resources::OwnerId owner = trainhost::resources::kCoreOwner;
     std::string last_error;
+    // What the plugin declares it writes, checked by every call that changes
+    // something; none for the core and for plugins built before ABI 1.2.
+    std::optional<std::vector<std::string>> declared_writes;
 };
 
 namespace trainhost::plugin {

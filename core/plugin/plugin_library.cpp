@@ -1,6 +1,7 @@
 #include "plugin/plugin_library.hpp"
 
 #include "errors.hpp"
+#include "plugin/declarations.hpp"
 
 // library_info.hpp uses std::vector without including it (Boost 1.74).
 #include <vector>
@@ -15,6 +16,7 @@
 #include <cstdlib>
 #include <fmt/format.h>
 #include <sstream>
+#include <tuple>
 
 #ifndef TRAINHOST_BUILD_PLUGIN_DIR
 #define TRAINHOST_BUILD_PLUGIN_DIR ""
@@ -153,6 +155,13 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
     if (entry->option_count > 0 && entry->options == nullptr)
         throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} options but no option table", file.string(),
                                           entry->name, entry->option_count));
+    if (entry->abi_minor < kDeclarationsCheckedFromMinor) return;
+    for (auto [list, field, names] : {std::tuple{DeclarationList::reads, "reads", entry->reads},
+                                      std::tuple{DeclarationList::writes, "writes", entry->writes}})
+        for (const std::string& name : split_names(names))
+            if (std::string reason = unknown_declaration(name, list); !reason.empty())
+                throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} = \"{}\": {}", file.string(), entry->name,
+                                                  field, names, reason));
 }
 
 }  // namespace

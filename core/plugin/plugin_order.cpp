@@ -1,6 +1,7 @@
 #include "plugin/plugin_order.hpp"
 
 #include "errors.hpp"
+#include "plugin/declarations.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -12,9 +13,21 @@ namespace trainhost::plugin {
 
 namespace {
 
-bool reads_what_is_written(const std::string& read, const std::string& written) {
-    return read == written || (read == "metrics" && written.starts_with("metric:"));
+// Every plugin reachable from each one along `edges`.
+std::vector<std::set<std::size_t>> reachable(const std::vector<std::set<std::size_t>>& edges) {
+    std::vector<std::set<std::size_t>> reach(edges.size());
+    for (std::size_t start = 0; start < edges.size(); ++start) {
+        std::vector<std::size_t> pending(edges[start].begin(), edges[start].end());
+        while (!pending.empty()) {
+            const std::size_t at = pending.back();
+            pending.pop_back();
+            if (reach[start].insert(at).second) pending.insert(pending.end(), edges[at].begin(), edges[at].end());
+        }
+    }
+    return reach;
 }
+
+bool is_pattern(const std::string& declared) { return declared == "metrics" || declared.ends_with(".*"); }
 
 }  // namespace
 
@@ -32,13 +45,18 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
             if (auto j = index_of(name); j && *j != i) edges[*j].insert(i);
         for (const std::string& name : plugins[i].before)
             if (auto j = index_of(name); j && *j != i) edges[i].insert(*j);
+    }
+    // A reader of a pattern ("metrics") that after/before puts ahead of a writer
+    // has said it does without that writer's values of the same hook.
+    const std::vector<std::set<std::size_t>> explicitly_before = reachable(edges);
+    for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j) {
             if (i == j) continue;
             for (const std::string& written : plugins[i].writes)
                 for (const std::string& read : plugins[j].reads)
-                    if (reads_what_is_written(read, written)) edges[i].insert(j);
+                    if (overlap(read, written) && !(is_pattern(read) && explicitly_before[j].contains(i)))
+                        edges[i].insert(j);
         }
-    }
 
     // Kahn's algorithm, always taking the earliest ready plugin on the command line.
     std::vector<std::size_t> incoming(n, 0);
@@ -83,20 +101,16 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
     }
 
     // Writers of the same thing must be ordered by rules 1-2, not by chance.
-    std::vector<std::set<std::size_t>> reach(n);
-    for (auto it = order.rbegin(); it != order.rend(); ++it)
-        for (std::size_t t : edges[*it]) {
-            reach[*it].insert(t);
-            reach[*it].insert(reach[t].begin(), reach[t].end());
-        }
+    const std::vector<std::set<std::size_t>> reach = reachable(edges);
     for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = i + 1; j < n; ++j)
             for (const std::string& written : plugins[i].writes)
-                if (std::find(plugins[j].writes.begin(), plugins[j].writes.end(), written) != plugins[j].writes.end() &&
-                    !reach[i].contains(j) && !reach[j].contains(i))
-                    throw PluginLoadError(fmt::format("plugins '{}' and '{}' both write {} and nothing orders them; "
-                                                      "declare after/before in one of them",
-                                                      plugins[i].name, plugins[j].name, written));
+                for (const std::string& other : plugins[j].writes)
+                    if (overlap(written, other) && !reach[i].contains(j) && !reach[j].contains(i))
+                        throw PluginLoadError(fmt::format("plugins '{}' and '{}' both write {} and nothing orders them; "
+                                                          "declare after/before in one of them",
+                                                          plugins[i].name, plugins[j].name,
+                                                          written == other ? written : written + " / " + other));
     return order;
 }
 

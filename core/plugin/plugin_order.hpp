@@ -5,9 +5,11 @@
 //  1. `after = "x"` puts x first; `before = "x"` puts x after. Names of plugins
 //     that are not loaded are ignored (a plugin may order itself against optional
 //     peers).
-//  2. A writer of X runs before a reader of X. "metrics" read means every
-//     "metric:<key>" written: monitors (early stopping, checkpoint, loggers) run
-//     after every metric producer.
+//  2. A writer of X runs before a reader of X (names match as declarations.hpp
+//     says). "metrics" read means every "metric:<key>" written: monitors (early
+//     stopping, checkpoint, loggers) run after every metric producer. A pattern
+//     read ("metrics", "metric:<prefix>.*") yields to rule 1: a reader ordered
+//     before a writer by after/before sees that writer's values one hook later.
 //  3. Otherwise, command-line order.
 // Two plugins writing the same thing with no order between them from rules 1-2,
 // or a cycle, is a load error naming the plugins.

@@ -23,6 +23,7 @@ std::string_view misuse_name(MisuseKind kind) noexcept {
     case MisuseKind::out_of_phase: return "out_of_phase";
     case MisuseKind::use_after_free: return "use_after_free";
     case MisuseKind::size_mismatch: return "size_mismatch";
+    case MisuseKind::undeclared_write: return "undeclared_write";
     }
     return "unknown";
 }

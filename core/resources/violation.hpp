@@ -38,6 +38,7 @@ enum class MisuseKind {
     size_mismatch,
     out_of_range,
     out_of_phase,
+    undeclared_write,
 };
 
 [[nodiscard]] std::string_view misuse_name(MisuseKind kind) noexcept;

@@ -193,7 +193,15 @@ std::string test_host_calls_in_phase(TestContext& c) {
 std::string test_handles_used_correctly(TestContext& c) {
     auto run = run_session(c, base_config(c.options.seed, 2, "warn") + plugin_table_text(c), {});
     for (const auto& misuse : run.result.misuses)
-        if (misuse.kind != resources::MisuseKind::out_of_phase) return resources::format_misuse(misuse);
+        if (misuse.kind != resources::MisuseKind::out_of_phase && misuse.kind != resources::MisuseKind::undeclared_write)
+            return resources::format_misuse(misuse);
+    return {};
+}
+
+std::string test_writes_declared(TestContext& c) {
+    auto run = run_session(c, base_config(c.options.seed, 2, "warn") + plugin_table_text(c), {});
+    for (const auto& misuse : run.result.misuses)
+        if (misuse.kind == resources::MisuseKind::undeclared_write) return resources::format_misuse(misuse);
     return {};
 }
 
@@ -386,6 +394,8 @@ const std::vector<Registered>& registry() {
         {{"host_calls_in_phase", 5, "no host call is made outside the phases that allow it", "lifecycle"}, &test_host_calls_in_phase},
         {{"handles_used_correctly", 5, "no double free, foreign or stale handle, size mismatch or out-of-range access", "lifecycle"},
          &test_handles_used_correctly},
+        {{"writes_declared", 5, "the plugin changes only what its writes declare (parameters, device, metrics)", "lifecycle"},
+         &test_writes_declared},
         {{"device_move", 5, "the model moving to another device strands none of the plugin's memory", "ledger_clean"}, &test_device_move},
         {{"failure_paths", 5, "after a failure or an interrupt, on_exception and teardown run cleanly and nothing is held", "ledger_clean"},
          &test_failure_paths},

@@ -26,7 +26,7 @@ public:
     // Reads the parameters; writes metrics, so every plugin that reads "metrics"
     // (early_stopping, checkpoint, loggers) runs after it and sees this epoch's norms.
     static constexpr const char* reads = "params";
-    static constexpr const char* writes = "metric:param_norm.total";
+    static constexpr const char* writes = "metric:param_norm.*";
     static constexpr th_option_spec options[] = {
         {"every_n_epochs", TH_OPTION_INT, "1", "measure at the end of every n-th epoch, and of the last one"},
         {"log", TH_OPTION_BOOL, "true", "print a line with the norms (the metrics are set either way)"},

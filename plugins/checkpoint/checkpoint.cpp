@@ -27,7 +27,9 @@ public:
     static constexpr const char* version = "1.0.0";
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
-    // Saves every plugin's state: after early stopping has updated its own for this epoch.
+    static constexpr const char* writes = "metric:checkpoint.best_score";
+    // Saves every plugin's state: after early stopping has updated its own for this
+    // epoch (early stopping then sees checkpoint.best_score one epoch later).
     static constexpr const char* after = "early_stopping";
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {

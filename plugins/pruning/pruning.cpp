@@ -59,7 +59,7 @@ public:
     static constexpr const char* description =
         "prune weights by magnitude, at random or by rows; lottery-ticket reset; masks kept applied";
     static constexpr const char* reads = "params";
-    static constexpr const char* writes = "params,metric:pruning.sparsity";
+    static constexpr const char* writes = "params,metric:pruning.*";
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"method", TH_OPTION_STRING, "\"l1_unstructured\"",

@@ -36,11 +36,12 @@ TEST_CASE("all built-in plugins together on the autoencoder end with a clean led
                               (dir.path() / "r.json").string()});
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
-    // Producers first: pruning writes params (checkpoint reads them), memory_monitor writes metrics.
     // Writers before readers, the command line between equals: togpu first, the metric
-    // producers memory_monitor and pruning before every reader of metrics.
-    CHECK_THAT(run.out, Contains("plugin order: togpu -> memory_monitor -> pruning -> progress -> early_stopping -> "
-                                 "checkpoint -> metrics_logger"));
+    // producers memory_monitor and pruning (which also writes the params checkpoint
+    // reads) before every reader of metrics; checkpoint, after early_stopping by its
+    // own declaration, sets checkpoint.best_score, so progress and metrics_logger follow it.
+    CHECK_THAT(run.out, Contains("plugin order: togpu -> memory_monitor -> pruning -> early_stopping -> checkpoint -> "
+                                 "progress -> metrics_logger"));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     CHECK(fs::exists(dir.path() / "ckpt" / "last.safetensors"));
     CHECK(fs::exists(dir.path() / "logs" / "metrics.csv"));

@@ -57,6 +57,8 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         {"test_leaky", "double_free = true", {"handles_used_correctly"}},
         {"test_misuser", "", {"host_calls_in_phase"}},
         {"test_misuser", "misuse = \"size_mismatch\"", {"handles_used_correctly"}},
+        {"test_misuser", "misuse = \"undeclared_write\"", {"writes_declared"}},
+        {"test_loose_declarations", "", {"metadata"}},
         {"test_stale_state", "", {"device_move"}},
         {"test_growing_pool", "", {"ledger_clean"}},
         {"test_teardown_leftover", "", {"ledger_clean"}},

@@ -16,7 +16,8 @@ public:
     static constexpr const char* description = "misuses the host API";
     static constexpr th_option_spec options[] = {
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
-         "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth"},
+         "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
+         "undeclared_write"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -48,7 +49,22 @@ public:
                 throw std::runtime_error("a null buffer was accepted");
         } else if (misuse_ == "over_budget") {
             auto buffer = ctx.allocate(1 << 20, TH_SCOPE_FIT, "big");  // throws: the host refuses it
+        } else if (misuse_ == "undeclared_write") {
+            // It declares no writes: each change is refused, and the plugin carries on.
+            const float value = 1;
+            if (api.param_write(ctx.link().host(), 0, &value, 1) != TH_UNDECLARED)
+                throw std::runtime_error("an undeclared parameter write was accepted");
         }
+    }
+    void on_to_device(Context& ctx) override {
+        if (misuse_ == "undeclared_write" &&
+            ctx.link().api().move_model(ctx.link().host(), "cpu") != TH_UNDECLARED)
+            throw std::runtime_error("an undeclared move was accepted");
+    }
+    void on_fit_start(Context& ctx) override {
+        if (misuse_ == "undeclared_write" &&
+            ctx.link().api().metric_set(ctx.link().host(), "test_misuser.value", 1) != TH_UNDECLARED)
+            throw std::runtime_error("an undeclared metric was accepted");
     }
     void on_batch_start(Context& ctx) override {
         if (misuse_ == "promote_growth") {

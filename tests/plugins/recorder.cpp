@@ -10,6 +10,7 @@ public:
     static constexpr const char* name = "test_recorder";
     static constexpr const char* version = "1";
     static constexpr const char* description = "records every hook call into a file";
+    static constexpr const char* writes = "metric:recorder.value";
     static constexpr th_option_spec options[] = {
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},

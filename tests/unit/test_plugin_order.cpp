@@ -58,3 +58,25 @@ TEST_CASE("two writers of the same thing must be ordered explicitly", "[order]")
     CHECK(names({{"pruning", {}, {}, {}, {"params"}}, {"swa", {}, {"pruning"}, {}, {"params"}}}) ==
           std::vector<std::string>{"swa", "pruning"});
 }
+
+TEST_CASE("a metric pattern orders its writer before readers of any metric it covers", "[order]") {
+    CHECK(names({{"reader", {}, {}, {"metric:pruning.sparsity"}, {}}, {"pruning", {}, {}, {}, {"metric:pruning.*"}}}) ==
+          std::vector<std::string>{"pruning", "reader"});
+    CHECK(names({{"reader", {}, {}, {"metric:other"}, {}}, {"pruning", {}, {}, {}, {"metric:pruning.*"}}}) ==
+          std::vector<std::string>{"reader", "pruning"});
+    CHECK_THROWS_WITH(resolve_order({{"a", {}, {}, {}, {"metric:pruning.*"}}, {"b", {}, {}, {}, {"metric:pruning.steps"}}}),
+                      "plugins 'a' and 'b' both write metric:pruning.* / metric:pruning.steps and nothing orders them; "
+                      "declare after/before in one of them");
+}
+
+TEST_CASE("after and before outrank a pattern read, not an exact one", "[order]") {
+    // checkpoint runs after early_stopping and sets a metric early_stopping would read
+    // as one of `metrics`: early_stopping sees it one hook later, with no cycle.
+    CHECK(names({{"checkpoint", {"early_stopping"}, {}, {"metrics"}, {"metric:checkpoint.best_score"}},
+                 {"early_stopping", {}, {}, {"metrics"}, {}},
+                 {"progress", {}, {}, {"metrics"}, {}}}) ==
+          std::vector<std::string>{"early_stopping", "checkpoint", "progress"});
+    CHECK_THROWS_WITH(resolve_order({{"checkpoint", {"monitor"}, {}, {}, {"metric:checkpoint.best_score"}},
+                                     {"monitor", {}, {}, {"metric:checkpoint.best_score"}, {}}}),
+                      Catch::Contains("plugin order has a cycle"));
+}

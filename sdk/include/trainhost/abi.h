@@ -7,7 +7,9 @@
  * Versioning rule:
  *   - TH_ABI_MAJOR changes when an existing field, function signature or meaning
  *     changes. The host refuses a plugin whose major differs from its own.
- *   - TH_ABI_MINOR grows when a field is appended to the end of a struct. Every
+ *   - TH_ABI_MINOR grows when a field is appended to the end of a struct, a status
+ *     is added, or the host starts to check something that only plugins built
+ *     against the new minor are held to (their entry's abi_minor says which). Every
  *     struct that can grow starts with `struct_size`; a reader only touches fields
  *     that lie inside the size the writer declared, so old plugins run on new hosts
  *     and new plugins detect old hosts (the SDK checks `th_host_api.struct_size`).
@@ -32,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 1
+#define TH_ABI_MINOR 2
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -48,7 +50,8 @@ typedef enum th_status {
     TH_INVALID_HANDLE = 5,   /* unknown, freed, reclaimed or foreign handle */
     TH_NOT_FOUND = 6,        /* metric or option does not exist */
     TH_UNSUPPORTED = 7,      /* not available on this backend or host version */
-    TH_BUFFER_TOO_SMALL = 8
+    TH_BUFFER_TOO_SMALL = 8,
+    TH_UNDECLARED = 9 /* ABI 1.2: a change to something the plugin's `writes` does not declare */
 } th_status;
 
 /* What the core does after a hook returns TH_OK. */
@@ -307,8 +310,13 @@ typedef struct th_plugin_entry {
     uint32_t option_count;
 
     /* Ordering and access declarations, comma-separated names ("" for none):
-     * plugins this one runs after/before, and what it reads/writes
-     * ("params", "optimizer_state", "metric:val_loss", ...). */
+     * plugins this one runs after/before, and what it reads/writes: "params",
+     * "optimizer_state", "device", "metric:<key>", "metric:<prefix>.*", and for reads
+     * "metrics" (every metric). From ABI 1.2 (an entry whose abi_minor is 2 or more)
+     * the host refuses a load whose reads/writes name anything else, and refuses,
+     * with TH_UNDECLARED, a call that changes what `writes` does not cover:
+     * metric_set ("metric:<key>"), param_write, param_copy_from and param_apply_mask
+     * ("params"), move_model ("device"). Entries of ABI 1.0 and 1.1 only order. */
     const char* after;
     const char* before;
     const char* reads;

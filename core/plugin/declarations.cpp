@@ -1,0 +1,63 @@
+#include "plugin/declarations.hpp"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+namespace trainhost::plugin {
+
+namespace {
+
+constexpr std::string_view kEveryMetric = "metrics";
+
+// What a pattern matches the start of: "metric:pruning." for "metric:pruning.*",
+// "metric:" for "metrics"; empty for an exact name.
+std::string_view pattern_prefix(std::string_view declared) {
+    if (declared == kEveryMetric) return kMetricPrefix;
+    if (declared.starts_with(kMetricPrefix) && declared.ends_with(".*")) return declared.substr(0, declared.size() - 1);
+    return {};
+}
+
+bool valid_metric_key(std::string_view key) {
+    if (key.empty()) return false;
+    if (key.ends_with(".*")) key.remove_suffix(2);
+    if (key.empty() || key.ends_with('.')) return false;
+    return std::none_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ' ' || c == '\t'; });
+}
+
+}  // namespace
+
+std::string unknown_declaration(std::string_view name, DeclarationList list) {
+    if (name == kParamsName || name == "optimizer_state" || name == kDeviceName) return {};
+    if (name == kEveryMetric) {
+        if (list == DeclarationList::reads) return {};
+        return "'metrics' can only be read: declare each metric:<key> the plugin sets, or metric:<prefix>.*";
+    }
+    if (name.starts_with(kMetricPrefix)) {
+        if (valid_metric_key(name.substr(kMetricPrefix.size()))) return {};
+        return fmt::format("'{}' is not a metric name: metric:<key> or metric:<prefix>.*, with no blanks and no other *",
+                           name);
+    }
+    return fmt::format("'{}' is not a name the host knows (params, optimizer_state, device, metric:<key>, "
+                       "metric:<prefix>.*{})",
+                       name, list == DeclarationList::reads ? ", metrics" : "");
+}
+
+bool covers(std::string_view declared, std::string_view name) {
+    if (declared == name) return true;
+    const std::string_view prefix = pattern_prefix(declared);
+    return !prefix.empty() && name.size() > prefix.size() && name.starts_with(prefix) && pattern_prefix(name).empty();
+}
+
+bool overlap(std::string_view a, std::string_view b) {
+    if (a == b) return true;
+    const std::string_view prefix_a = pattern_prefix(a);
+    const std::string_view prefix_b = pattern_prefix(b);
+    if (!prefix_a.empty() && !prefix_b.empty()) return prefix_a.starts_with(prefix_b) || prefix_b.starts_with(prefix_a);
+    return covers(a, b) || covers(b, a);
+}
+
+bool any_covers(const std::vector<std::string>& declared, std::string_view name) {
+    return std::any_of(declared.begin(), declared.end(), [&](const std::string& d) { return covers(d, name); });
+}
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,41 @@
+// The names a plugin may list in its `reads` and `writes` declarations, and how
+// they match: exactly, by a `metric:<prefix>.*` pattern, or, for a read only,
+// `metrics` (every metric).
+//
+// Declarations both order plugins (plugin_order.hpp) and, from ABI 1.2, bound what
+// a plugin may change through the host API: a write it does not declare is refused,
+// so the order derived from them holds at run time.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace trainhost::plugin {
+
+// Plugins built against this ABI minor or later have their names checked at load
+// and their writes checked at every call; older ones keep the 1.0 meaning
+// (declarations only order).
+inline constexpr std::uint16_t kDeclarationsCheckedFromMinor = 2;
+
+// Names the host's calls change; a metric is `metric:<key>`.
+inline constexpr std::string_view kParamsName = "params";
+inline constexpr std::string_view kDeviceName = "device";
+inline constexpr std::string_view kMetricPrefix = "metric:";
+
+enum class DeclarationList { reads, writes };
+
+// The reason `name` is not a name the host knows, as a list of that kind; empty if it is.
+[[nodiscard]] std::string unknown_declaration(std::string_view name, DeclarationList list);
+
+// Whether a thing named `name` (e.g. "metric:pruning.sparsity") is within `declared`.
+[[nodiscard]] bool covers(std::string_view declared, std::string_view name);
+
+// Whether two declarations can name the same thing (a write and a read, or two writes).
+[[nodiscard]] bool overlap(std::string_view a, std::string_view b);
+
+// Whether any of `declared` covers `name`.
+[[nodiscard]] bool any_covers(const std::vector<std::string>& declared, std::string_view name);
+
+}  // namespace trainhost::plugin

@@ -1,0 +1,62 @@
+// Declarations hold at run time: from ABI 1.2 a plugin's reads/writes name only what
+// the host knows, and a change it does not declare is refused and counted; a plugin
+// built before 1.2 runs as before.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+TEST_CASE("a change the plugin does not declare is refused and counted, and the run exits 3", "[declarations][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"undeclared_write\"\n"));
+    const auto report_path = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser"), "--report",
+                              report_path.string()});
+    INFO(run.out << run.err);
+    // The plugin saw each refusal as TH_UNDECLARED (it throws otherwise) and carried on.
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.last_line(), Contains("3 misuses") && Contains("test_misuser undeclared_write"));
+    const auto report = nlohmann::json::parse(test_support::read_file(report_path));
+    std::vector<std::string> details;
+    for (const auto& v : report["violations"]) {
+        CHECK(v["kind"] == "undeclared_write");
+        details.push_back(v["detail"]);
+    }
+    CHECK(details == std::vector<std::string>{
+                         "param_write changes params, which plugin 'test_misuser' does not declare (its writes: none); "
+                         "add \"params\" to its writes",
+                         "move_model changes device, which plugin 'test_misuser' does not declare (its writes: none); "
+                         "add \"device\" to its writes",
+                         "metric_set changes metric:test_misuser.value, which plugin 'test_misuser' does not declare "
+                         "(its writes: none); add \"metric:test_misuser.value\" to its writes"});
+    CHECK_FALSE(report["fits"][0]["final_metrics"].contains("test_misuser.value"));
+}
+
+TEST_CASE("a name the host does not know in reads or writes is a load error from ABI 1.2", "[declarations][load]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, ""));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_loose_declarations")});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("test_loose_declarations.so: plugin 'test_loose_declarations' declares reads = "
+                                 "\"param\": 'param' is not a name the host knows (params, optimizer_state, device, "
+                                 "metric:<key>, metric:<prefix>.*, metrics)"));
+}
+
+TEST_CASE("a plugin built against ABI 1.1 keeps declarations that only order", "[declarations][abi]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, ""));
+    const auto report_path = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_loose_declarations_abi11"),
+                              "--report", report_path.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto report = nlohmann::json::parse(test_support::read_file(report_path));
+    CHECK(report["violations"].empty());
+    CHECK(report["fits"][0]["final_metrics"]["loose.epochs"] == 2);
+}
