@@ -141,6 +141,9 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
     if (entry->create == nullptr || entry->destroy == nullptr || entry->vtable == nullptr)
         throw PluginLoadError(fmt::format("{}: plugin '{}' lacks create, destroy or its hook table", file.string(),
                                           entry->name));
+    if (entry->option_count > 0 && entry->options == nullptr)
+        throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} options but no option table", file.string(),
+                                          entry->name, entry->option_count));
     for (std::uint32_t i = 0; i < entry->option_count; ++i) {
         const th_option_spec& spec = entry->options[i];
         if (spec.name == nullptr || *spec.name == '\0' || spec.type < TH_OPTION_BOOL || spec.type > TH_OPTION_STRING)
@@ -152,9 +155,6 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
         throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
                                           file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,
                                           sizeof(th_plugin_vtable)));
-    if (entry->option_count > 0 && entry->options == nullptr)
-        throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} options but no option table", file.string(),
-                                          entry->name, entry->option_count));
     if (entry->abi_minor < kDeclarationsCheckedFromMinor) return;
     for (auto [list, field, names] : {std::tuple{DeclarationList::reads, "reads", entry->reads},
                                       std::tuple{DeclarationList::writes, "writes", entry->writes}})
