@@ -53,6 +53,21 @@ std::uint32_t crc_of(const std::vector<unsigned char>& data) {
     return static_cast<std::uint32_t>(crc);
 }
 
+// Every metadata entry but the two checksums, as key NUL value NUL in key order,
+// so a changed counter is found as surely as a changed weight.
+std::uint32_t metadata_crc_of(const std::map<std::string, std::string>& metadata) {
+    uLong crc = crc32(0L, Z_NULL, 0);
+    const auto add = [&](const std::string& text) {
+        crc = crc32(crc, reinterpret_cast<const Bytef*>(text.c_str()), static_cast<uInt>(text.size() + 1));
+    };
+    for (const auto& [key, value] : metadata)
+        if (key != "crc32" && key != "metadata_crc32") {
+            add(key);
+            add(value);
+        }
+    return static_cast<std::uint32_t>(crc);
+}
+
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
 
 [[noreturn]] void io_failure(const fs::path& file, const char* what) {
@@ -82,10 +97,11 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
         payload.insert(payload.end(), t.bytes.begin(), t.bytes.end());
         header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {begin, payload.size()}}};
     }
-    nlohmann::json metadata = data.metadata;
+    std::map<std::string, std::string> metadata = data.metadata;
     metadata["format"] = kFormat;
     metadata["crc32"] = std::to_string(crc_of(payload));
-    header["__metadata__"] = std::move(metadata);
+    metadata["metadata_crc32"] = std::to_string(metadata_crc_of(metadata));
+    header["__metadata__"] = metadata;
     std::string text = header.dump();
     // Pad with spaces so the data starts 8-byte aligned, as safetensors writers do.
     text.append((8 - (text.size() + 8) % 8) % 8, ' ');
@@ -157,7 +173,8 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
         data.metadata[key] = value.get<std::string>();
     }
-    if (data.metadata["format"] != kFormat)
+    const bool metadata_checked = data.metadata["format"] == kFormat;
+    if (!metadata_checked && data.metadata["format"] != kFormatWithoutMetadataCrc)
         throw fail(fmt::format("format is '{}', expected '{}'", data.metadata["format"], kFormat));
     const std::uint64_t data_size = file_size - 8 - header_size;
     std::vector<unsigned char> payload(data_size);
@@ -195,6 +212,13 @@ CheckpointData read_checkpoint(const fs::path& file) {
     const std::string computed = std::to_string(crc_of(payload));
     if (data.metadata["crc32"] != computed)
         throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));
+    if (metadata_checked) {
+        const std::string computed_metadata = std::to_string(metadata_crc_of(data.metadata));
+        if (data.metadata["metadata_crc32"] != computed_metadata)
+            throw fail(fmt::format("checksum mismatch: stored metadata_crc32 {}, metadata has {} (corrupt or edited "
+                                   "file)",
+                                   data.metadata["metadata_crc32"], computed_metadata));
+    }
     return data;
 }
 

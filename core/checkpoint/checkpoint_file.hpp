@@ -1,6 +1,7 @@
 // The checkpoint file: the safetensors layout (8-byte little-endian header size,
 // a JSON header, then the tensors' bytes), so Python's safetensors can read it,
-// with trainhost's own entries in "__metadata__" and a CRC-32 of the data.
+// with trainhost's own entries in "__metadata__", a CRC-32 of the data and one of
+// the other metadata entries.
 // Format documented in docs/checkpoint.md.
 #pragma once
 
@@ -13,7 +14,9 @@
 
 namespace trainhost::checkpoint {
 
-inline constexpr const char* kFormat = "trainhost.checkpoint/1";
+inline constexpr const char* kFormat = "trainhost.checkpoint/2";
+// Read as before: a CRC-32 of the data only.
+inline constexpr const char* kFormatWithoutMetadataCrc = "trainhost.checkpoint/1";
 
 class CheckpointError : public std::runtime_error {
     using std::runtime_error::runtime_error;

@@ -152,7 +152,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     TableReader reader(root, "run config", file);
     config.mode = reader.one_of("mode", "train", {"train", "predict"});
     config.seed = static_cast<std::uint64_t>(reader.integer_in("seed", 42, 0, INT64_MAX));
-    config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, 1'000'000));
+    config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, kMaxEpochs));
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));

@@ -13,6 +13,9 @@
 
 namespace trainhost::config {
 
+// The most epochs a run may ask for (config, command line and checkpoints alike).
+inline constexpr std::uint32_t kMaxEpochs = 1'000'000;
+
 struct LayerSpec {
     std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout, conv2d, max_pool2d
     std::size_t units = 0;  // dense; conv2d: output channels

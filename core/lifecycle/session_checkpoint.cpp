@@ -43,6 +43,13 @@ double meta_double(const std::string& text, const std::string& key, const std::s
     return value;
 }
 
+// What shape the optimizer's state has: another one cannot carry it over.
+std::string optimizer_kind(const config::OptimizerSpec& spec) {
+    return spec.type == "sgd" && spec.momentum > 0 ? "sgd with momentum" : spec.type;
+}
+
+std::string shape_text(const auto& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
+
 }  // namespace
 
 std::pair<const std::string*, double> Session::metric_at(std::size_t index) const {
@@ -72,6 +79,7 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    data.metadata["trainer.optimizer"] = optimizer_kind(options_.config.optimizer);
     // Hexadecimal: the sum and the metrics come back bit for bit.
     data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
     for (const auto& [key, value] : metrics_) data.metadata[std::string(kMetricPrefix) + key] = fmt::format("{:a}", value);
@@ -151,11 +159,20 @@ void Session::restore_checkpoint() {
     FitState& fit = *fit_;
     device::MemoryResource& memory = model_device_ref().memory();
     std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
+    // Files from before trainer.optimizer was saved are taken as they are.
+    if (const std::string* saved_kind = data.meta("trainer.optimizer");
+        saved_kind != nullptr && *saved_kind != optimizer_kind(options_.config.optimizer))
+        throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state cannot carry "
+                                      "over; resume with the [optimizer] the checkpoint was trained with",
+                                      file, *saved_kind, optimizer_kind(options_.config.optimizer)));
     for (const nn::Parameter* p : fit.model->parameters()) {
         const checkpoint::TensorEntry* saved = data.find("param/" + p->name);
-        if (saved == nullptr || saved->dtype != "F32" ||
-            std::vector<std::size_t>(saved->shape.begin(), saved->shape.end()) != p->value.shape())
-            throw ConfigError(fmt::format("{}: parameter {} is missing or has another shape than the model's", file, p->name));
+        if (saved == nullptr)
+            throw ConfigError(fmt::format("{}: the checkpoint has no parameter {} (was it saved from another model?)",
+                                          file, p->name));
+        if (saved->dtype != "F32" || std::vector<std::size_t>(saved->shape.begin(), saved->shape.end()) != p->value.shape())
+            throw ConfigError(fmt::format("{}: parameter {} is {} {} in the checkpoint, the model's is F32 {}", file,
+                                          p->name, saved->dtype, shape_text(saved->shape), shape_text(p->value.shape())));
         memory.copy_from_host(p->value.data(), saved->bytes.data(), p->value.bytes());
         const std::string prefix = "optimizer/" + p->name;
         const checkpoint::TensorEntry* first = data.find(prefix + "/first");
@@ -207,7 +224,10 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: plugin '{}' refused its saved state: {}", file, instance->name(),
                                           outcome.message));
     }
-    const auto epoch = static_cast<std::uint32_t>(meta_number(data, "trainer.epoch", file));
+    const std::uint64_t saved_epoch = meta_number(data, "trainer.epoch", file);
+    if (saved_epoch >= config::kMaxEpochs)
+        throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch' is out of range: {}", file, saved_epoch));
+    const auto epoch = static_cast<std::uint32_t>(saved_epoch);
     const bool complete = meta_number(data, "trainer.epoch_complete", file) == 1;
     start_epoch_ = complete ? epoch + 1 : epoch;
     start_batch_ = complete ? 0 : meta_number(data, "trainer.batches_done", file);
@@ -229,7 +249,11 @@ void Session::restore_checkpoint() {
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
                             meta_number(data, "trainer.seed", file), options_.config.seed);
-    if (options_.verbose)
+    if (start_epoch_ >= options_.config.epochs)
+        out_ << fmt::format("resumed from {}: its {} epoch{} already reach the run's {}; nothing to train (raise "
+                            "--epochs to train on)\n",
+                            file, start_epoch_, start_epoch_ == 1 ? "" : "s", options_.config.epochs);
+    else if (options_.verbose)
         out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);
 }
 

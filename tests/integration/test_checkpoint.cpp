@@ -327,3 +327,74 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
         }
     }
 }
+
+namespace {
+
+// A checkpoint as trainhost wrote it before the metadata had a checksum of its own.
+std::string as_format_1(const std::string& bytes) {
+    std::uint64_t size = 0;
+    for (int i = 0; i < 8; ++i) size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    auto header = nlohmann::json::parse(bytes.substr(8, size));
+    header["__metadata__"]["format"] = "trainhost.checkpoint/1";
+    header["__metadata__"].erase("metadata_crc32");
+    std::string text = header.dump();
+    text.append((8 - (text.size() + 8) % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+    return out + text + bytes.substr(8 + size);
+}
+
+}  // namespace
+
+TEST_CASE("edited checkpoint metadata is refused, and a file from before that check still resumes", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt)));
+    auto one_epoch = dir.write("one.toml", tiny_config(1, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", one_epoch.string()}).exit_code == 0);
+    const std::string bytes = test_support::read_file(ckpt / "last.safetensors");
+    std::string edited = bytes;
+    const auto at = edited.find("\"trainer.epoch\":\"0\"");
+    REQUIRE(at != std::string::npos);
+    edited[at + 17] = '7';
+    auto run = run_trainhost({"--config", config.string(), "--resume", dir.write("edited.safetensors", edited).string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("edited.safetensors: not a valid trainhost checkpoint: checksum mismatch: stored "
+                                 "metadata_crc32") &&
+                            Contains("(corrupt or edited file)"));
+    auto old = run_trainhost({"--config", config.string(), "--resume",
+                              dir.write("old.safetensors", as_format_1(bytes)).string(), "--verbose"});
+    INFO(old.err);
+    CHECK(old.exit_code == 0);
+    CHECK_THAT(old.out, Contains("old.safetensors at epoch 2 batch 0") && Contains("fit 1/1: 1 epoch"));
+}
+
+TEST_CASE("a resume with another optimizer or another model is refused naming both", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string text = tiny_config(1, checkpoint_table(ckpt));
+    REQUIRE(run_trainhost({"--config", dir.write("run.toml", text).string()}).exit_code == 0);
+    const std::string last = (ckpt / "last.safetensors").string();
+    std::string sgd = text;
+    sgd.replace(sgd.find("type = \"adam\""), 13, "type = \"sgd\"\nmomentum = 0.9");
+    auto run = run_trainhost({"--config", dir.write("sgd.toml", sgd).string(), "--resume", last});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("last.safetensors: saved by optimizer 'adam', this run configures 'sgd with momentum': "
+                                 "its state cannot carry over"));
+    std::string wider = text;
+    wider.replace(wider.find("units = 4"), 9, "units = 5");
+    run = run_trainhost({"--config", dir.write("wider.toml", wider).string(), "--resume", last});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("last.safetensors: parameter dense0.weight is F32 [4, 8] in the checkpoint, the "
+                                 "model's is F32 [5, 8]"));
+}
+
+TEST_CASE("a resume whose epochs are all done says there is nothing to train", "[checkpoint][resume]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(dir.path() / "ckpt")));
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    auto run = run_trainhost({"--config", config.string(), "--resume", "last"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("its 2 epochs already reach the run's 2; nothing to train (raise --epochs to train on)") &&
+                            Contains("fit 1/1: 0 epochs"));
+}
