@@ -116,15 +116,15 @@ void read_resources(TableReader& root, RunConfig& config) {
     reader.reject_unknown_keys();
 }
 
-void read_plugin_tables(TableReader& root, RunConfig& config) {
-    const toml::table* table = root.table("plugins");
-    if (!table) return;
-    for (const auto& [name, node] : *table) {
-        const toml::table* options = node.as_table();
+// Moves the tables out of the parsed document: a move keeps their source positions.
+void read_plugin_tables(TableReader& reader, toml::table& root, RunConfig& config) {
+    if (!reader.table("plugins")) return;
+    for (auto& [name, node] : *root.get_as<toml::table>("plugins")) {
+        toml::table* options = node.as_table();
         if (!options)
             throw ConfigError(fmt::format("{}: [plugins] {}: expected a table of options, found a value",
                                           source_position(config.file, node.source()), name.str()));
-        config.plugin_tables.emplace(std::string(name.str()), *options);
+        config.plugin_tables.emplace(std::string(name.str()), std::make_shared<const toml::table>(std::move(*options)));
     }
 }
 
@@ -166,7 +166,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
         config.predict_passes = static_cast<std::uint64_t>(predict_reader.integer_in("passes", 1, 1, 1'000'000'000));
         predict_reader.reject_unknown_keys();
     }
-    read_plugin_tables(reader, config);
+    read_plugin_tables(reader, root, config);
     reader.reject_unknown_keys();
     return config;
 }

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,11 +58,6 @@ struct DataSpec {
     std::size_t latent = 6;      // synthetic
 };
 
-// A plugin's own table, kept as TOML until the plugin's schema is known.
-struct PluginTable {
-    toml::table table;
-};
-
 struct RunConfig {
     std::filesystem::path file;
     std::string mode = "train";        // train, or predict: forward passes only
@@ -75,7 +71,9 @@ struct RunConfig {
     OptimizerSpec optimizer;
     resources::ViolationPolicy on_violation = resources::ViolationPolicy::fail;
     bool allocation_stacks = false;  // record where each lease was taken (costly)
-    std::map<std::string, toml::table> plugin_tables;
+    // Each plugin's own table, kept as TOML until its schema is known; shared, never
+    // copied, because a copied TOML node loses its line and column for errors.
+    std::map<std::string, std::shared_ptr<const toml::table>> plugin_tables;
 };
 
 [[nodiscard]] bool is_device_name(std::string_view name);

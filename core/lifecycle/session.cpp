@@ -166,7 +166,7 @@ void Session::load_plugins() {
     for (const auto& library : libraries_) {
         auto table = options_.config.plugin_tables.find(std::string(library->name()));
         auto values = plugin::validate_options(library->entry(),
-                                               table == options_.config.plugin_tables.end() ? nullptr : &table->second,
+                                               table == options_.config.plugin_tables.end() ? nullptr : table->second.get(),
                                                options_.config.file);
         owners_.push_back(ledger_->register_owner(std::string(library->name())));
         ledger_->set_budget(owners_.back(), values.device_memory_limit());
@@ -312,7 +312,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
         for (std::size_t i = 0; i < libraries_.size(); ++i) {
             auto table = options_.config.plugin_tables.find(std::string(libraries_[i]->name()));
             auto values = plugin::validate_options(libraries_[i]->entry(),
-                                                   table == options_.config.plugin_tables.end() ? nullptr : &table->second,
+                                                   table == options_.config.plugin_tables.end() ? nullptr : table->second.get(),
                                                    options_.config.file);
             instances_.push_back(std::make_unique<plugin::PluginInstance>(libraries_[i], *this, owners_[i], std::move(values)));
             enter(Phase::create);

@@ -135,7 +135,7 @@ void Session::load_resume_checkpoint() {
         std::filesystem::path dir = "checkpoints";
         auto table = options_.config.plugin_tables.find("checkpoint");
         if (table != options_.config.plugin_tables.end())
-            if (auto configured = table->second["dirpath"].value<std::string>()) dir = *configured;
+            if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
         file = dir / "last.safetensors";
         if (!std::filesystem::exists(file))
             throw ConfigError(fmt::format("--resume last: there is no {} (the checkpoint plugin writes it with save_last "

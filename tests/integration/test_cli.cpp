@@ -154,7 +154,9 @@ TEST_CASE("plugin options are checked against the schema before create", "[cli][
         auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\npatience = \"3\"\n")).string();
         auto run = run_trainhost({"--config", config, "--plugins=early_stopping"});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("[plugins.early_stopping] patience: expected an integer, found a string"));
+        // The line and column of the value (tiny_config is 18 lines, then a blank one and the table's).
+        CHECK_THAT(run.err, Contains("run.toml:21:12: [plugins.early_stopping] patience: expected an integer, found a "
+                                     "string"));
     }
 }
 
