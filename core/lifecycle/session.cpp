@@ -5,6 +5,7 @@
 #include "device/device_registry.hpp"
 #include "errors.hpp"
 #include "data/idx_reader.hpp"
+#include "config/table_reader.hpp"
 #include "data/synthetic.hpp"
 #include "kernels/cpu/blas.hpp"
 #include "lifecycle/interrupt.hpp"
@@ -171,10 +172,22 @@ void Session::load_plugins() {
         owners_.push_back(ledger_->register_owner(std::string(library->name())));
         ledger_->set_budget(owners_.back(), values.device_memory_limit());
     }
-    for (const auto& [name, table] : options_.config.plugin_tables)
-        if (!names.contains(name))
-            err_ << fmt::format("warning: {}: [plugins.{}] is configured but not loaded by --plugins\n",
-                                options_.config.file.string(), name);
+    // A table named almost like a loaded plugin without one of its own is a typo
+    // that would leave that plugin on its defaults; any other stray table is a
+    // warning (one config may serve runs with different --plugins).
+    std::set<std::string> without_table;
+    for (const std::string& name : names)
+        if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
+    for (const auto& [name, table] : options_.config.plugin_tables) {
+        if (names.contains(name)) continue;
+        if (auto meant = config::nearest(name, without_table))
+            throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
+                                          "[plugins.{}]? (as it is, {} runs on its defaults)",
+                                          config::source_position(options_.config.file, table->source()), name, *meant,
+                                          *meant));
+        err_ << fmt::format("warning: {}: [plugins.{}] is configured but not loaded by --plugins\n",
+                            options_.config.file.string(), name);
+    }
     if (options_.verbose && !libraries_.empty()) {
         std::vector<std::string> order;
         for (const auto& library : libraries_) order.emplace_back(library->name());

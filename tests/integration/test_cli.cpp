@@ -160,6 +160,19 @@ TEST_CASE("plugin options are checked against the schema before create", "[cli][
     }
 }
 
+TEST_CASE("a plugin table named almost like a loaded plugin is refused and any other stray table warned of", "[cli][options]") {
+    TempDir dir;
+    auto typo = dir.write("typo.toml", tiny_config(1, "\n[plugins.early_stoping]\npatience = 1\n")).string();
+    auto run = run_trainhost({"--config", typo, "--plugins=early_stopping"});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("typo.toml:20:1: [plugins.early_stoping] names no plugin in --plugins; did you mean "
+                                 "[plugins.early_stopping]? (as it is, early_stopping runs on its defaults)"));
+    auto other = dir.write("other.toml", tiny_config(1, "\n[plugins.checkpoint]\nsave_last = true\n")).string();
+    run = run_trainhost({"--config", other, "--plugins=early_stopping"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("warning: " + other + ": [plugins.checkpoint] is configured but not loaded by --plugins"));
+}
+
 TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
     auto run = run_trainhost({"list-plugins"});
     CHECK(run.exit_code == 0);

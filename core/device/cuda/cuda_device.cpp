@@ -4,6 +4,7 @@
 #include "device/cuda/cuda_check.hpp"
 
 #include <cstring>
+#include <fmt/format.h>
 #include <new>
 
 namespace trainhost::device {
@@ -23,6 +24,11 @@ constexpr std::size_t kGranularity = 512;  // what the pool rounds small allocat
 CudaProbe probe_cuda() noexcept {
     int count = 0;
     const cudaError_t status = cudaGetDeviceCount(&count);
+    // The runtime says "insufficient driver" where no NVIDIA driver is installed at
+    // all, which reads like a request to upgrade one.
+    if (status == cudaErrorInsufficientDriver)
+        return CudaProbe{0, fmt::format("no CUDA device: no NVIDIA driver, or one older than CUDA {}.{} needs",
+                                        CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10)};
     if (status != cudaSuccess) return CudaProbe{0, std::string("no CUDA device: ") + cudaGetErrorString(status)};
     if (count == 0) return CudaProbe{0, "no CUDA device: the driver reports none"};
     return CudaProbe{count, ""};
