@@ -235,6 +235,19 @@ std::string Session::dispatch_unchecked(th_hook hook) {
     return first_failure;
 }
 
+// A line each, as leaks get, but a few of a kind per plugin: one that repeats a
+// misuse every step would bury the others (all of them are in --report).
+void Session::print_misuses(const std::vector<resources::Misuse>& misuses) {
+    constexpr std::size_t kLinesPerKind = 3;
+    std::map<std::pair<std::string, resources::MisuseKind>, std::size_t> seen;
+    for (const resources::Misuse& misuse : misuses)
+        if (++seen[{misuse.owner, misuse.kind}] <= kLinesPerKind) err_ << resources::format_misuse(misuse) << '\n';
+    for (const auto& [key, count] : seen)
+        if (count > kLinesPerKind)
+            err_ << fmt::format("misuse: plugin={} kind={}: {} more not shown\n", key.first,
+                                resources::misuse_name(key.second), count - kLinesPerKind);
+}
+
 void Session::record_leaks(std::vector<resources::Leak> leaks) {
     for (auto& leak : leaks) {
         if (options_.config.on_violation != resources::ViolationPolicy::ignore) {
@@ -296,6 +309,7 @@ SessionResult Session::run() {
     record_leaks(ledger_->end_scope(TH_SCOPE_SESSION, "session_end", options_.config.on_violation));
     result.leaks = leaks_;
     result.misuses = ledger_->misuses();
+    if (options_.config.on_violation != resources::ViolationPolicy::ignore) print_misuses(result.misuses);
     for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner)
         result.owners.push_back(OwnerSummary{ledger_->owner_name(owner), ledger_->usage(owner)});
     finish_verdict(result);

@@ -142,6 +142,7 @@ private:
     [[nodiscard]] double batch_loss(std::size_t rows, float* grad, std::size_t* correct);
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
     [[nodiscard]] device::Device& model_device_ref() const { return *devices_[model_device_]; }
+    void print_misuses(const std::vector<resources::Misuse>& misuses);
     void record_leaks(std::vector<resources::Leak> leaks);
 
     SessionOptions options_;

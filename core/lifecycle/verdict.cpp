@@ -2,6 +2,7 @@
 
 #include "errors.hpp"
 
+#include <algorithm>
 #include <fmt/format.h>
 #include <map>
 
@@ -30,8 +31,16 @@ void finish_verdict(SessionResult& result) {
     for (const resources::Leak& leak : result.leaks) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
     std::vector<std::string> culprits;
     for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, resources::human_bytes(bytes)));
-    for (const resources::Misuse& misuse : result.misuses)
-        culprits.push_back(fmt::format("{} {}", misuse.owner, resources::misuse_name(misuse.kind)));
+    // In order of first occurrence, each kind once per plugin with its count.
+    std::vector<std::pair<std::string, std::size_t>> misused;
+    for (const resources::Misuse& misuse : result.misuses) {
+        const std::string what = fmt::format("{} {}", misuse.owner, resources::misuse_name(misuse.kind));
+        auto found = std::find_if(misused.begin(), misused.end(), [&](const auto& m) { return m.first == what; });
+        if (found == misused.end()) misused.emplace_back(what, 1);
+        else ++found->second;
+    }
+    for (const auto& [what, count] : misused)
+        culprits.push_back(count == 1 ? what : fmt::format("{} x{}", what, count));
     result.verdict = fmt::format("resources: VIOLATION - {} leak{}, {} misuse{} (policy {}): {}", result.leaks.size(),
                                  result.leaks.size() == 1 ? "" : "s", result.misuses.size(),
                                  result.misuses.size() == 1 ? "" : "s", resources::policy_name(result.policy),

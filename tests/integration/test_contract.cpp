@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
@@ -165,11 +166,16 @@ TEST_CASE("misuse is refused, counted and fails the run, never crashes", "[contr
 
 TEST_CASE("a reclaimed handle is an error for the plugin, not a crash", "[contract][misuse]") {
     TempDir dir;
-    auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"warn\"\n"
+    // 3 epochs of 2 batches: each batch after the first uses the lease reclaimed at the last batch_end.
+    auto config = dir.write("run.toml", tiny_config(3, "\n[resources]\non_violation = \"warn\"\n"
                                                        "[plugins.test_misuser]\nmisuse = \"use_after_reclaim\"\n"));
     auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_misuser")}));
     CHECK(run.exit_code == 0);  // warn: reported, reclaimed, training goes on
     CHECK_THAT(run.err, Contains("tag=kept scope=step") && Contains("detected_at=batch_end"));
+    // Three lines of a kind, then a count; the verdict counts each kind once.
+    CHECK_THAT(run.err, Contains("misuse: plugin=test_misuser kind=use_after_reclaim phase=batch_start") &&
+                            Contains("misuse: plugin=test_misuser kind=use_after_reclaim: 2 more not shown"));
+    CHECK_THAT(run.last_line(), Contains("5 misuses (policy warn)") && EndsWith("; test_misuser use_after_reclaim x5"));
     bool reclaimed_use = false;
     const auto violations = report_of(dir)["violations"];
     for (const auto& v : violations) reclaimed_use = reclaimed_use || v["kind"] == "use_after_reclaim";

@@ -21,7 +21,9 @@ TEST_CASE("a change the plugin does not declare is refused and counted, and the 
     INFO(run.out << run.err);
     // The plugin saw each refusal as TH_UNDECLARED (it throws otherwise) and carried on.
     CHECK(run.exit_code == 3);
-    CHECK_THAT(run.last_line(), Contains("3 misuses") && Contains("test_misuser undeclared_write"));
+    CHECK_THAT(run.last_line(), Contains("3 misuses") && Contains("test_misuser undeclared_write x3"));
+    CHECK_THAT(run.err, Contains("misuse: plugin=test_misuser kind=undeclared_write phase=setup id=0 detail=param_write "
+                                 "changes params"));
     const auto report = nlohmann::json::parse(test_support::read_file(report_path));
     std::vector<std::string> details;
     for (const auto& v : report["violations"]) {
