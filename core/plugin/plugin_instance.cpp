@@ -50,7 +50,14 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     outcome.status = function(instance_, &host_, &result);
     outcome.control = result.control;
     outcome.message = message_of(result);
-    if (outcome.failed() && outcome.message.empty()) outcome.message = "hook failed without a message";
+    if (outcome.failed() && outcome.message.empty())
+        outcome.message = fmt::format("hook failed without a message (status {})", static_cast<int>(outcome.status));
+    // A control value this host does not know cannot be obeyed: a plugin bug, not a silent continue.
+    if (!outcome.failed() && outcome.control != TH_CONTINUE && outcome.control != TH_SKIP_BATCH &&
+        outcome.control != TH_STOP_FIT) {
+        outcome.status = TH_ERROR;
+        outcome.message = fmt::format("hook returned an unknown control value {}", static_cast<int>(outcome.control));
+    }
     return outcome;
 }
 

@@ -124,16 +124,16 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
         {"no_entry", "plugin entry returned no description"},
         {"short_entry", "malformed plugin entry: struct_size 16 is smaller than ABI 1's"},
         {"bad_name", "plugin name 'Malformed-Entry' is not made of a-z, 0-9 and _"},
-        {"no_create", "plugin 'test_malformed_entry' lacks create, destroy or its hook table"},
-        {"no_option_table", "plugin 'test_malformed_entry' declares 2 options but no option table"},
-        {"short_hook_table", "plugin 'test_malformed_entry' has a hook table of 8 bytes, ABI 1 needs"},
+        {"no_create", "plugin 'test_bare_no_create' lacks create, destroy or its hook table"},
+        {"no_option_table", "plugin 'test_bare_no_option_table' declares 2 options but no option table"},
+        {"short_hook_table", "plugin 'test_bare_short_hook_table' has a hook table of 8 bytes, ABI 1 needs"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {
-            const std::string plugin = test_plugin("test_malformed_" + fault);
+            const std::string plugin = test_plugin("test_bare_" + fault);
             auto run = run_trainhost({"--config", config, "--plugins=" + plugin});
             CHECK(run.exit_code == 2);
-            CHECK_THAT(run.err, Contains("test_malformed_" + fault + ".so: " + message));
+            CHECK_THAT(run.err, Contains("test_bare_" + fault + ".so: " + message));
             auto inspect = run_trainhost({"inspect", plugin});
             CHECK(inspect.exit_code == 2);
             CHECK_THAT(inspect.err, Contains(message));

@@ -108,3 +108,20 @@ TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", 
         }
     }
 }
+
+TEST_CASE("a hook that breaks the hook contract fails the fit naming plugin and hook", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    const std::vector<std::pair<std::string, std::string>> faults = {
+        {"bare_status", "plugin 'test_bare_bare_status' failed in batch_start: hook failed without a message (status 77)"},
+        {"bad_control", "plugin 'test_bare_bad_control' failed in batch_start: hook returned an unknown control value 7"},
+    };
+    for (const auto& [fault, message] : faults) {
+        DYNAMIC_SECTION(fault) {
+            auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_" + fault)});
+            CHECK(run.exit_code == 4);
+            CHECK_THAT(run.err, Contains(message));
+            CHECK_THAT(run.last_line(), Contains("resources: clean"));
+        }
+    }
+}

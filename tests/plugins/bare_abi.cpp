@@ -1,0 +1,58 @@
+// A plugin on the bare C ABI, broken in one way chosen by BARE_ABI_FAULT at build
+// time. Entry faults (no_entry, short_entry, bad_name, no_create, no_option_table,
+// short_hook_table): the loader must refuse each with a message naming the fault,
+// before creating anything, and never read past what the entry holds. Hook faults
+// (bare_status: a status the ABI does not define and no message; bad_control: success
+// with a control value the ABI does not define): the host must fail the fit naming
+// the plugin and the hook, and act on neither.
+#define BOOST_DLL_USE_STD_FS
+#include <boost/dll/alias.hpp>
+#include <trainhost/abi.h>
+
+#include <cstring>
+
+namespace {
+
+bool fault_is(const char* fault) { return std::strcmp(BARE_ABI_FAULT, fault) == 0; }
+
+th_status create(const th_host_api*, th_host*, const th_option_value*, uint32_t, void** instance, th_hook_result*) {
+    static int token = 0;
+    *instance = &token;
+    return TH_OK;
+}
+
+void destroy(void*) {}
+
+th_status batch_start(void*, th_host*, th_hook_result* result) {
+    if (fault_is("bare_status")) return static_cast<th_status>(77);
+    if (fault_is("bad_control")) result->control = static_cast<th_control>(7);
+    return TH_OK;
+}
+
+const th_plugin_entry* entry() noexcept {
+    static const th_plugin_vtable vtable = [] {
+        th_plugin_vtable value{};
+        value.struct_size = fault_is("short_hook_table") ? 8 : sizeof value;
+        value.hooks[TH_HOOK_BATCH_START] = &batch_start;
+        return value;
+    }();
+    static const th_plugin_entry e = [] {
+        th_plugin_entry value{};
+        value.struct_size = fault_is("short_entry") ? 16 : sizeof value;
+        value.abi_major = TH_ABI_MAJOR;
+        value.abi_minor = TH_ABI_MINOR;
+        value.name = fault_is("bad_name") ? "Malformed-Entry" : TEST_PLUGIN_NAME;
+        value.version = "1";
+        value.description = "a plugin on the bare C ABI, broken in one way";
+        value.create = fault_is("no_create") ? nullptr : &create;
+        value.destroy = &destroy;
+        value.vtable = &vtable;
+        value.option_count = fault_is("no_option_table") ? 2 : 0;
+        return value;
+    }();
+    return fault_is("no_entry") ? nullptr : &e;
+}
+
+}  // namespace
+
+BOOST_DLL_ALIAS_SECTIONED(entry, trainhost_plugin_entry, thplugin)
