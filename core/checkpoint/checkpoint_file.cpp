@@ -145,6 +145,8 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
 }
 
 CheckpointData read_checkpoint(const fs::path& file) {
+    if (std::error_code ec; fs::is_directory(file, ec))
+        throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
     std::ifstream in(file, std::ios::binary);
     if (!in) throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
     const auto fail = [&](const std::string& what) -> CheckpointError {

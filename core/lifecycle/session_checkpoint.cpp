@@ -7,6 +7,7 @@
 
 #include "data/random.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -173,7 +174,15 @@ void Session::restore_checkpoint() {
         if (saved->dtype != "F32" || std::vector<std::size_t>(saved->shape.begin(), saved->shape.end()) != p->value.shape())
             throw ConfigError(fmt::format("{}: parameter {} is {} {} in the checkpoint, the model's is F32 {}", file,
                                           p->name, saved->dtype, shape_text(saved->shape), shape_text(p->value.shape())));
-        memory.copy_from_host(p->value.data(), saved->bytes.data(), p->value.bytes());
+        // A NaN saved by a run that was already diverging would otherwise show up
+        // only as a non-finite loss, with nothing pointing at the file.
+        std::vector<float> values(p->value.numel());
+        std::memcpy(values.data(), saved->bytes.data(), p->value.bytes());
+        if (auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
+            bad != values.end())
+            throw ConfigError(fmt::format("{}: parameter {} holds a non-finite value ({} at index {})", file, p->name,
+                                          *bad, bad - values.begin()));
+        memory.copy_from_host(p->value.data(), values.data(), p->value.bytes());
         const std::string prefix = "optimizer/" + p->name;
         const checkpoint::TensorEntry* first = data.find(prefix + "/first");
         const checkpoint::TensorEntry* second = data.find(prefix + "/second");
@@ -204,6 +213,14 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
         std::memcpy(&snapshot, saved->bytes.data(), sizeof snapshot);
         rng->restore(snapshot);
+    }
+    for (const checkpoint::TensorEntry& tensor : data.tensors) {
+        if (!tensor.name.starts_with("plugin/")) continue;
+        const std::string_view owner = std::string_view(tensor.name).substr(7);
+        if (std::none_of(instances_.begin(), instances_.end(), [&](const auto& i) { return i->name() == owner; }))
+            err_ << fmt::format("warning: {}: it holds state for plugin '{}', which is not loaded; that state is "
+                                "dropped\n",
+                                file, owner);
     }
     for (auto& instance : instances_) {
         const std::string key = "plugin/" + std::string(instance->name());

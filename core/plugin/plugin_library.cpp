@@ -73,6 +73,9 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
     const bool is_path = name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".so");
     if (is_path) {
         fs::path file(name_or_path);
+        std::error_code ec;
+        if (fs::is_directory(file, ec))
+            throw PluginLoadError(fmt::format("plugin file '{}' is a directory, not a shared library", file.string()));
         if (!fs::is_regular_file(file))
             throw PluginLoadError(fmt::format("plugin file '{}' not found", file.string()));
         return file;

@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <limits>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -397,4 +399,30 @@ TEST_CASE("a resume whose epochs are all done says there is nothing to train", "
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("its 2 epochs already reach the run's 2; nothing to train (raise --epochs to train on)") &&
                             Contains("fit 1/1: 0 epochs"));
+}
+
+TEST_CASE("a checkpoint with a non-finite weight is refused and state for an absent plugin is warned of", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint"}).exit_code == 0);
+    auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+    for (auto& tensor : data.tensors)
+        if (tensor.name == "param/dense1.bias") {
+            const float nan = std::numeric_limits<float>::quiet_NaN();
+            std::memcpy(tensor.bytes.data() + 3 * sizeof(float), &nan, sizeof nan);
+        }
+    trainhost::checkpoint::write_checkpoint(dir.path() / "nan.safetensors", data);
+    auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "nan.safetensors").string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("nan.safetensors: parameter dense1.bias holds a non-finite value (nan at index 3)"));
+    // Saved with early_stopping, resumed without it: the run goes on and says what it drops.
+    auto two = dir.write("two.toml", tiny_config(2, checkpoint_table(ckpt)));
+    run = run_trainhost({"--config", two.string(), "--plugins=checkpoint", "--resume", "last"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("last.safetensors: it holds state for plugin 'early_stopping', which is not loaded; "
+                                 "that state is dropped"));
+    auto directory = run_trainhost({"--config", config.string(), "--resume", dir.path().string()});
+    CHECK(directory.exit_code == 1);
+    CHECK_THAT(directory.err, Contains(dir.path().string() + ": is a directory, not a checkpoint file"));
 }

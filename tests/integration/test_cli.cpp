@@ -89,6 +89,13 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin file '/nonexistent/x.so' not found"));
     }
+    SECTION("a directory named like a plugin") {
+        std::filesystem::create_directories(dir.path() / "dir.so");
+        auto run = run_trainhost({"--config", config, "--plugins=" + (dir.path() / "dir.so").string()});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin file '" + (dir.path() / "dir.so").string() + "' is a directory, not a "
+                                     "shared library"));
+    }
     SECTION("a shared library that is not a plugin") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("not_a_plugin")});
         CHECK(run.exit_code == 2);
