@@ -63,6 +63,7 @@ struct TrainArguments {
     std::uint32_t repeat = 1;
     std::string report;
     std::string resume;
+    std::string weights;
     bool verbose = false;
 };
 
@@ -77,6 +78,7 @@ int train(const TrainArguments& args) {
     options.repeat = args.repeat;
     options.verbose = args.verbose;
     options.resume = args.resume;
+    options.weights = args.weights;
     lifecycle::Session session(options, std::cout, std::cerr);
     lifecycle::SessionResult result = session.run();
     for (const auto& fit : result.fits) {
@@ -128,6 +130,8 @@ int run_command(int argc, char** argv) {
         ->check(CLI::Range(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
     app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
+    app.add_option("--weights", args.weights,
+                   "start each fit from a checkpoint's parameters alone (fine-tune, or predict): a path, or 'last'");
     app.add_flag("--verbose", args.verbose, "print the plugin order, model moves, resume points and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     cli::InspectOptions inspect_args;

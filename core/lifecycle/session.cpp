@@ -93,7 +93,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.device = devices_[model_device_]->name().c_str();
         load_data();
         load_plugins();
-        load_resume_checkpoint();
+        load_start_checkpoint();
     } catch (...) {
         release_core_objects();
         throw;
@@ -451,6 +451,7 @@ void Session::train_fit(FitRecord& record) {
     const config::RunConfig& config = options_.config;
     FitState& fit = *fit_;
     build_fit();
+    restore_weights();  // before setup: a plugin that keeps the initial weights keeps these
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();
     fit_first_step_ = batches_started_;
@@ -483,9 +484,9 @@ void Session::train_fit(FitRecord& record) {
 // Forward passes only, cycling over the data's batches; each pass is a step, with
 // the validation batch hooks around it. Memory must be flat after the first pass.
 void Session::predict_fit(FitRecord& record) {
-    if (resume_) throw ConfigError("--resume: predict mode runs no training to resume");
     build_fit();
     FitState& fit = *fit_;
+    restore_weights();
     dispatch(TH_HOOK_SETUP);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();

@@ -27,7 +27,8 @@ struct SessionOptions {
     std::vector<std::string> plugins;  // names or paths, in command-line order
     std::uint32_t repeat = 1;
     bool verbose = false;
-    std::string resume;  // a checkpoint path, "last", or empty
+    std::string resume;   // a checkpoint path, "last", or empty: continue that run
+    std::string weights;  // a checkpoint path, "last", or empty: start every fit from its parameters
 };
 
 // Device memory held by one owner at a moment.
@@ -132,7 +133,10 @@ private:
     void check_steady_state();
     void check_interrupt();
     void enter(resources::Phase phase);
-    void load_resume_checkpoint();
+    void load_start_checkpoint();
+    [[nodiscard]] std::filesystem::path checkpoint_path(std::string_view option, const std::string& value) const;
+    void restore_parameters(const checkpoint::CheckpointData& data, const std::string& file);
+    void restore_weights();
     void release_core_objects() noexcept;
     void construct();
     void restore_checkpoint();
@@ -185,6 +189,7 @@ private:
     // Checkpoints: the one to resume from (first fit only), where it leaves off,
     // and the record a plugin's save_state is writing into.
     std::optional<checkpoint::CheckpointData> resume_;
+    std::optional<checkpoint::CheckpointData> weights_;
     std::uint32_t start_epoch_ = 0;
     std::uint64_t start_batch_ = 0;
     std::optional<resources::OwnerId> state_writer_;

@@ -129,44 +129,55 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     }
 }
 
-void Session::load_resume_checkpoint() {
-    if (options_.resume.empty()) return;
-    std::filesystem::path file = options_.resume;
-    if (options_.resume == "last") {
-        std::filesystem::path dir = "checkpoints";
-        auto table = options_.config.plugin_tables.find("checkpoint");
-        if (table != options_.config.plugin_tables.end())
-            if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
-        file = dir / "last.safetensors";
-        if (!std::filesystem::exists(file))
-            throw ConfigError(fmt::format("--resume last: there is no {} (the checkpoint plugin writes it with save_last "
-                                          "= true or save_on_interrupt = true)",
-                                          file.string()));
+// "last" is <checkpoint dirpath>/last.safetensors, as the checkpoint plugin writes it.
+std::filesystem::path Session::checkpoint_path(std::string_view option, const std::string& value) const {
+    if (value != "last") return value;
+    std::filesystem::path dir = "checkpoints";
+    auto table = options_.config.plugin_tables.find("checkpoint");
+    if (table != options_.config.plugin_tables.end())
+        if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
+    std::filesystem::path file = dir / "last.safetensors";
+    if (!std::filesystem::exists(file))
+        throw ConfigError(fmt::format("{} last: there is no {} (the checkpoint plugin writes it with save_last = true "
+                                      "or save_on_interrupt = true)",
+                                      option, file.string()));
+    return file;
+}
+
+// Read before any fit, so a bad file fails the run before training starts.
+void Session::load_start_checkpoint() {
+    if (!options_.resume.empty() && !options_.weights.empty())
+        throw ConfigError("--resume and --weights: give one (--resume continues a run with its optimizer, counters and "
+                          "plugin state; --weights starts each fit from a checkpoint's parameters alone)");
+    if (!options_.weights.empty()) {
+        const std::filesystem::path file = checkpoint_path("--weights", options_.weights);
+        weights_ = checkpoint::read_checkpoint(file);
+        weights_->metadata["trainhost.path"] = file.string();
     }
+    if (options_.resume.empty()) return;
+    if (options_.config.mode == "predict")
+        throw ConfigError("--resume: predict mode runs no training to resume (--weights PATH predicts with a "
+                          "checkpoint's parameters)");
+    const std::filesystem::path file = checkpoint_path("--resume", options_.resume);
     resume_ = checkpoint::read_checkpoint(file);
     if (resume_->metadata["weights_only"] == "1")
-        throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state)",
+        throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state; "
+                                      "--weights starts a run from its parameters)",
                                       file.string()));
     resume_->metadata["trainhost.path"] = file.string();
 }
 
-// After setup, before to_device: the model, its optimizer and the plugins take the
-// checkpoint's state, and the loop starts where the checkpoint left off.
-void Session::restore_checkpoint() {
-    if (!resume_) return;
-    const checkpoint::CheckpointData data = std::move(*resume_);
-    resume_.reset();
-    const std::string file = data.metadata.at("trainhost.path");
-    FitState& fit = *fit_;
+// Every fit, before setup: the parameters alone; optimizer, counters and plugins start fresh.
+void Session::restore_weights() {
+    if (!weights_) return;
+    restore_parameters(*weights_, weights_->metadata.at("trainhost.path"));
+    if (options_.verbose)
+        out_ << fmt::format("parameters from {}\n", weights_->metadata.at("trainhost.path"));
+}
+
+void Session::restore_parameters(const checkpoint::CheckpointData& data, const std::string& file) {
     device::MemoryResource& memory = model_device_ref().memory();
-    std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
-    // Files from before trainer.optimizer was saved are taken as they are.
-    if (const std::string* saved_kind = data.meta("trainer.optimizer");
-        saved_kind != nullptr && *saved_kind != optimizer_kind(options_.config.optimizer))
-        throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state cannot carry "
-                                      "over; resume with the [optimizer] the checkpoint was trained with",
-                                      file, *saved_kind, optimizer_kind(options_.config.optimizer)));
-    for (const nn::Parameter* p : fit.model->parameters()) {
+    for (const nn::Parameter* p : fit_->model->parameters()) {
         const checkpoint::TensorEntry* saved = data.find("param/" + p->name);
         if (saved == nullptr)
             throw ConfigError(fmt::format("{}: the checkpoint has no parameter {} (was it saved from another model?)",
@@ -183,6 +194,26 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: parameter {} holds a non-finite value ({} at index {})", file, p->name,
                                           *bad, bad - values.begin()));
         memory.copy_from_host(p->value.data(), values.data(), p->value.bytes());
+    }
+}
+
+// After setup, before to_device: the model, its optimizer and the plugins take the
+// checkpoint's state, and the loop starts where the checkpoint left off.
+void Session::restore_checkpoint() {
+    if (!resume_) return;
+    const checkpoint::CheckpointData data = std::move(*resume_);
+    resume_.reset();
+    const std::string file = data.metadata.at("trainhost.path");
+    FitState& fit = *fit_;
+    std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
+    // Files from before trainer.optimizer was saved are taken as they are.
+    if (const std::string* saved_kind = data.meta("trainer.optimizer");
+        saved_kind != nullptr && *saved_kind != optimizer_kind(options_.config.optimizer))
+        throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state cannot carry "
+                                      "over; resume with the [optimizer] the checkpoint was trained with",
+                                      file, *saved_kind, optimizer_kind(options_.config.optimizer)));
+    restore_parameters(data, file);
+    for (const nn::Parameter* p : fit.model->parameters()) {
         const std::string prefix = "optimizer/" + p->name;
         const checkpoint::TensorEntry* first = data.find(prefix + "/first");
         const checkpoint::TensorEntry* second = data.find(prefix + "/second");

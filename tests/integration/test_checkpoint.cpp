@@ -426,3 +426,45 @@ TEST_CASE("a checkpoint with a non-finite weight is refused and state for an abs
     CHECK(directory.exit_code == 1);
     CHECK_THAT(directory.err, Contains(dir.path().string() + ": is a directory, not a checkpoint file"));
 }
+
+TEST_CASE("--weights starts each fit from a checkpoint's parameters alone and predicts with them", "[checkpoint][weights]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto trained = dir.write("trained.toml", tiny_config(3, checkpoint_table(ckpt, "weights_only = true\n")));
+    REQUIRE(run_trainhost({"--config", trained.string(), "--report", (dir.path() / "a.json").string()}).exit_code == 0);
+    const std::string weights = (ckpt / "last.safetensors").string();
+    // Learning rate 0: a fit from those weights validates exactly as the trained run's last epoch did.
+    std::string frozen_text = tiny_config(1, "");
+    frozen_text.replace(frozen_text.find("lr = 0.01"), 9, "lr = 0.0");
+    auto frozen = dir.write("frozen.toml", frozen_text);
+    auto run = run_trainhost({"--config", frozen.string(), "--plugins=progress", "--weights", weights, "--repeat", "2",
+                              "--verbose", "--report", (dir.path() / "b.json").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("parameters from " + weights));
+    const auto a = nlohmann::json::parse(test_support::read_file(dir.path() / "a.json"))["fits"][0]["epochs"];
+    const auto b = nlohmann::json::parse(test_support::read_file(dir.path() / "b.json"))["fits"];
+    REQUIRE(b.size() == 2);
+    for (const auto& fit : b)  // every fit starts from them
+        CHECK(fit["epochs"][0]["metrics"]["val_loss"].get<double>() == a[2]["metrics"]["val_loss"].get<double>());
+    auto predict = dir.write("predict.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\npasses = 3\n"));
+    run = run_trainhost({"--config", predict.string(), "--plugins=progress", "--weights", weights, "--verbose"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("parameters from " + weights));
+    run = run_trainhost({"--config", predict.string(), "--plugins=progress", "--resume", weights});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("--resume: predict mode runs no training to resume (--weights PATH predicts with a "
+                                 "checkpoint's parameters)"));
+    run = run_trainhost({"--config", trained.string(), "--resume", weights});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("a weights-only checkpoint cannot resume training (it has no optimizer state; "
+                                 "--weights starts a run from its parameters)"));
+    run = run_trainhost({"--config", trained.string(), "--resume", weights, "--weights", weights});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("--resume and --weights: give one"));
+    std::string wider = tiny_config(1, "");
+    wider.replace(wider.find("units = 4"), 9, "units = 5");
+    run = run_trainhost({"--config", dir.write("wider.toml", wider).string(), "--plugins=progress", "--weights", weights});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("parameter dense0.weight is F32 [4, 8] in the checkpoint, the model's is F32 [5, 8]"));
+}
