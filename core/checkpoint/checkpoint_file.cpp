@@ -175,9 +175,10 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
         data.metadata[key] = value.get<std::string>();
     }
-    const bool metadata_checked = data.metadata["format"] == kFormat;
-    if (!metadata_checked && data.metadata["format"] != kFormatWithoutMetadataCrc)
+    if (data.metadata["format"] != kFormat && data.metadata["format"] != kFormatWithoutMetadataCrc)
         throw fail(fmt::format("format is '{}', expected '{}'", data.metadata["format"], kFormat));
+    // Checked whenever present, so a damaged format field cannot switch the check off.
+    const bool metadata_checked = data.metadata["format"] == kFormat || data.metadata.contains("metadata_crc32");
     const std::uint64_t data_size = file_size - 8 - header_size;
     std::vector<unsigned char> payload(data_size);
     if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(data_size)))

@@ -1,11 +1,9 @@
 #include "lifecycle/session.hpp"
 #include "lifecycle/fit_state.hpp"
-#include "plugin/plugin_order.hpp"
 
 #include "device/device_registry.hpp"
 #include "errors.hpp"
 #include "data/idx_reader.hpp"
-#include "config/table_reader.hpp"
 #include "data/synthetic.hpp"
 #include "kernels/cpu/blas.hpp"
 #include "lifecycle/interrupt.hpp"
@@ -144,57 +142,6 @@ void Session::load_data() {
     state_.train_samples = train_.count;
 }
 
-void Session::load_plugins() {
-    const auto search_path = plugin::plugin_search_path();
-    std::set<std::string, std::less<>> names;
-    for (const std::string& request : options_.plugins) {
-        auto library = plugin::PluginLibrary::load(plugin::resolve_plugin(request, search_path));
-        if (!names.insert(std::string(library->name())).second)
-            throw PluginLoadError(fmt::format("plugin '{}' is named twice in --plugins (second time as '{}')",
-                                              library->name(), request));
-        libraries_.push_back(std::move(library));
-    }
-    std::vector<plugin::OrderDeclaration> declarations;
-    for (const auto& library : libraries_) {
-        const th_plugin_entry& e = library->entry();
-        declarations.push_back({e.name, plugin::split_names(e.after), plugin::split_names(e.before),
-                                plugin::split_names(e.reads), plugin::split_names(e.writes)});
-    }
-    std::vector<std::shared_ptr<plugin::PluginLibrary>> ordered;
-    for (std::size_t i : plugin::resolve_order(declarations)) ordered.push_back(libraries_[i]);
-    libraries_ = std::move(ordered);
-    // Options are validated for every plugin before any fit starts: a typo fails fast.
-    for (const auto& library : libraries_) {
-        auto table = options_.config.plugin_tables.find(std::string(library->name()));
-        auto values = plugin::validate_options(library->entry(),
-                                               table == options_.config.plugin_tables.end() ? nullptr : table->second.get(),
-                                               options_.config.file);
-        owners_.push_back(ledger_->register_owner(std::string(library->name())));
-        ledger_->set_budget(owners_.back(), values.device_memory_limit());
-    }
-    // A table named almost like a loaded plugin without one of its own is a typo
-    // that would leave that plugin on its defaults; any other stray table is a
-    // warning (one config may serve runs with different --plugins).
-    std::set<std::string> without_table;
-    for (const std::string& name : names)
-        if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
-    for (const auto& [name, table] : options_.config.plugin_tables) {
-        if (names.contains(name)) continue;
-        if (auto meant = config::nearest(name, without_table))
-            throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
-                                          "[plugins.{}]? (as it is, {} runs on its defaults)",
-                                          config::source_position(options_.config.file, table->source()), name, *meant,
-                                          *meant));
-        err_ << fmt::format("warning: {}: [plugins.{}] is configured but not loaded by --plugins\n",
-                            options_.config.file.string(), name);
-    }
-    if (options_.verbose && !libraries_.empty()) {
-        std::vector<std::string> order;
-        for (const auto& library : libraries_) order.emplace_back(library->name());
-        out_ << fmt::format("plugin order: {}\n", fmt::join(order, " -> "));
-    }
-}
-
 void Session::enter(Phase phase) {
     state_.phase = phase <= Phase::exception ? static_cast<th_hook>(phase) : state_.phase;
     ledger_->set_position(phase, {state_.fit_index, state_.epoch, fit_step_});
@@ -233,19 +180,6 @@ std::string Session::dispatch_unchecked(th_hook hook) {
     }
     enter(Phase::core);
     return first_failure;
-}
-
-// A line each, as leaks get, but a few of a kind per plugin: one that repeats a
-// misuse every step would bury the others (all of them are in --report).
-void Session::print_misuses(const std::vector<resources::Misuse>& misuses) {
-    constexpr std::size_t kLinesPerKind = 3;
-    std::map<std::pair<std::string, resources::MisuseKind>, std::size_t> seen;
-    for (const resources::Misuse& misuse : misuses)
-        if (++seen[{misuse.owner, misuse.kind}] <= kLinesPerKind) err_ << resources::format_misuse(misuse) << '\n';
-    for (const auto& [key, count] : seen)
-        if (count > kLinesPerKind)
-            err_ << fmt::format("misuse: plugin={} kind={}: {} more not shown\n", key.first,
-                                resources::misuse_name(key.second), count - kLinesPerKind);
 }
 
 void Session::record_leaks(std::vector<resources::Leak> leaks) {

@@ -44,9 +44,17 @@ double meta_double(const std::string& text, const std::string& key, const std::s
     return value;
 }
 
-// What shape the optimizer's state has: another one cannot carry it over.
+// The optimizer as configured, saved so a resume can name both when they differ.
 std::string optimizer_kind(const config::OptimizerSpec& spec) {
     return spec.type == "sgd" && spec.momentum > 0 ? "sgd with momentum" : spec.type;
+}
+
+// What its state is made of: a resume can switch between optimizers of one kind
+// (Adam and AdamW keep the same moments), never across kinds.
+std::string_view state_kind(std::string_view optimizer) {
+    if (optimizer == "adam" || optimizer == "adamw") return "Adam's two moments";
+    if (optimizer == "sgd with momentum") return "a momentum buffer";
+    return "no state";
 }
 
 std::string shape_text(const auto& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
@@ -207,11 +215,12 @@ void Session::restore_checkpoint() {
     FitState& fit = *fit_;
     std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
     // Files from before trainer.optimizer was saved are taken as they are.
-    if (const std::string* saved_kind = data.meta("trainer.optimizer");
-        saved_kind != nullptr && *saved_kind != optimizer_kind(options_.config.optimizer))
-        throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state cannot carry "
-                                      "over; resume with the [optimizer] the checkpoint was trained with",
-                                      file, *saved_kind, optimizer_kind(options_.config.optimizer)));
+    const std::string configured = optimizer_kind(options_.config.optimizer);
+    if (const std::string* saved = data.meta("trainer.optimizer");
+        saved != nullptr && state_kind(*saved) != state_kind(configured))
+        throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state ({}) cannot "
+                                      "become {}; resume with the [optimizer] the checkpoint was trained with",
+                                      file, *saved, configured, state_kind(*saved), state_kind(configured)));
     restore_parameters(data, file);
     for (const nn::Parameter* p : fit.model->parameters()) {
         const std::string prefix = "optimizer/" + p->name;

@@ -18,13 +18,22 @@ std::string_view pattern_prefix(std::string_view declared) {
 }
 
 bool valid_metric_key(std::string_view key) {
-    if (key.empty()) return false;
     if (key.ends_with(".*")) key.remove_suffix(2);
-    if (key.empty() || key.ends_with('.')) return false;
-    return std::none_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ' ' || c == '\t'; });
+    return !key.ends_with('.') && invalid_metric_key(key).empty();
 }
 
 }  // namespace
+
+bool declarations_checked(const th_plugin_entry& entry) noexcept { return entry.abi_minor >= 2; }
+
+bool is_pattern(std::string_view declared) { return !pattern_prefix(declared).empty(); }
+
+std::string invalid_metric_key(std::string_view key) {
+    if (key.empty()) return "a metric needs a name";
+    if (std::any_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ',' || c == ' ' || c == '\t'; }))
+        return fmt::format("metric name '{}' has a '*', ',' or blank, which no declaration can name", key);
+    return {};
+}
 
 std::string unknown_declaration(std::string_view name, DeclarationList list) {
     if (name == kParamsName || name == "optimizer_state" || name == kDeviceName) return {};

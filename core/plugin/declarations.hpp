@@ -7,17 +7,18 @@
 // so the order derived from them holds at run time.
 #pragma once
 
-#include <cstdint>
+#include "trainhost/abi.h"
+
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace trainhost::plugin {
 
-// Plugins built against this ABI minor or later have their names checked at load
-// and their writes checked at every call; older ones keep the 1.0 meaning
+// Whether the host holds this plugin to its declarations: names checked at load,
+// writes at every call. Plugins built before ABI 1.2 keep the 1.0 meaning
 // (declarations only order).
-inline constexpr std::uint16_t kDeclarationsCheckedFromMinor = 2;
+[[nodiscard]] bool declarations_checked(const th_plugin_entry& entry) noexcept;
 
 // Names the host's calls change; a metric is `metric:<key>`.
 inline constexpr std::string_view kParamsName = "params";
@@ -28,6 +29,12 @@ enum class DeclarationList { reads, writes };
 
 // The reason `name` is not a name the host knows, as a list of that kind; empty if it is.
 [[nodiscard]] std::string unknown_declaration(std::string_view name, DeclarationList list);
+
+// Whether `declared` stands for many names ("metrics", "metric:<prefix>.*").
+[[nodiscard]] bool is_pattern(std::string_view declared);
+
+// Why `key` cannot be a metric's name (it could not be declared); empty if it can.
+[[nodiscard]] std::string invalid_metric_key(std::string_view key);
 
 // Whether a thing named `name` (e.g. "metric:pruning.sparsity") is within `declared`.
 [[nodiscard]] bool covers(std::string_view declared, std::string_view name);

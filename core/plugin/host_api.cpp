@@ -113,6 +113,8 @@ th_status metric_get(th_host* host, const char* key, double* out) {
 th_status metric_set(th_host* host, const char* key, double value) {
     return guarded(host, "metric_set", kTraining, [&] {
         if (key == nullptr || *key == '\0') return fail(host, TH_INVALID_ARGUMENT, "metric_set needs a key");
+        if (std::string why = invalid_metric_key(key); host->declared_writes && !why.empty())
+            return fail(host, TH_INVALID_ARGUMENT, "metric_set: " + why);
         if (th_status s = check_declared_write(host, "metric_set", std::string(kMetricPrefix) + key); s != TH_OK)
             return s;
         host->services->set_metric(key, value);
@@ -164,13 +166,12 @@ th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
     });
 }
 
-enum class ParamAccessKind { reads, writes };
-
-th_status param_copy(th_host* host, const char* what, ParamAccessKind access, std::uint32_t index, std::uint64_t count,
-                     auto&& copy) {
+// `changes`: the declared name the call writes ("params"), empty for a read.
+th_status param_copy(th_host* host, const char* what, std::string_view changes, std::uint32_t index,
+                     std::uint64_t count, auto&& copy) {
     return guarded(host, what, kAnyHook, [&] {
-        if (access == ParamAccessKind::writes)
-            if (th_status s = check_declared_write(host, what, kParamsName); s != TH_OK) return s;
+        if (!changes.empty())
+            if (th_status s = check_declared_write(host, what, changes); s != TH_OK) return s;
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
@@ -184,14 +185,16 @@ th_status param_copy(th_host* host, const char* what, ParamAccessKind access, st
 
 th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
     if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_read needs a buffer");
-    return param_copy(host, "param_read", ParamAccessKind::reads, index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
+    return param_copy(host, "param_read", std::string_view(), index, count,
+                    [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.data, count * sizeof(float));
     });
 }
 
 th_status param_write(th_host* host, std::uint32_t index, const float* src, std::uint64_t count) {
     if (host != nullptr && src == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_write needs a buffer");
-    return param_copy(host, "param_write", ParamAccessKind::writes, index, count, [&](ParamAccess& p, device::MemoryResource& memory) {
+    return param_copy(host, "param_write", kParamsName, index, count,
+                    [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_from_host(p.data, src, count * sizeof(float));
     });
 }
@@ -352,11 +355,12 @@ float* param_sized(th_host* host, const char* what, th_handle handle, const Para
     return static_cast<float*>(ledger.address(host->owner, handle, 0, bytes));
 }
 
-th_status param_op(th_host* host, const char* what, ParamAccessKind access, std::uint32_t index, th_handle handle,
+// `changes`: the declared name the call writes ("params"), empty for a read.
+th_status param_op(th_host* host, const char* what, std::string_view changes, std::uint32_t index, th_handle handle,
                    auto&& op) {
     return guarded(host, what, kAnyHook, [&] {
-        if (access == ParamAccessKind::writes)
-            if (th_status s = check_declared_write(host, what, kParamsName); s != TH_OK) return s;
+        if (!changes.empty())
+            if (th_status s = check_declared_write(host, what, changes); s != TH_OK) return s;
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
@@ -366,25 +370,29 @@ th_status param_op(th_host* host, const char* what, ParamAccessKind access, std:
 }
 
 th_status param_copy_to(th_host* host, std::uint32_t index, th_handle dst) {
-    return param_op(host, "param_copy_to", ParamAccessKind::reads, index, dst, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_copy_to", std::string_view(), index, dst,
+                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.copy(p.data, buffer, p.numel);
     });
 }
 
 th_status param_copy_from(th_host* host, std::uint32_t index, th_handle src) {
-    return param_op(host, "param_copy_from", ParamAccessKind::writes, index, src, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_copy_from", kParamsName, index, src,
+                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.copy(buffer, p.data, p.numel);
     });
 }
 
 th_status param_apply_mask(th_host* host, std::uint32_t index, th_handle mask) {
-    return param_op(host, "param_apply_mask", ParamAccessKind::writes, index, mask, [](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_apply_mask", kParamsName, index, mask,
+                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.multiply_by_mask(p.data, buffer, p.numel);
     });
 }
 
 th_status param_mask_below(th_host* host, std::uint32_t index, float threshold, th_handle mask) {
-    return param_op(host, "param_mask_below", ParamAccessKind::reads, index, mask, [&](ParamAccess& p, float* buffer, device::Backend& backend) {
+    return param_op(host, "param_mask_below", std::string_view(), index, mask,
+                    [&](ParamAccess& p, float* buffer, device::Backend& backend) {
         backend.mask_below(p.data, threshold, buffer, p.numel);
     });
 }

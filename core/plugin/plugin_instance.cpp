@@ -13,7 +13,7 @@ PluginInstance::PluginInstance(std::shared_ptr<PluginLibrary> library, HostServi
     : library_(std::move(library)), options_(std::move(options)) {
     host_.services = &services;
     host_.owner = owner;
-    if (entry().abi_minor >= kDeclarationsCheckedFromMinor) host_.declared_writes = split_names(entry().writes);
+    if (declarations_checked(entry())) host_.declared_writes = split_names(entry().writes);
 }
 
 namespace {

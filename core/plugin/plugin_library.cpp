@@ -158,7 +158,9 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
         throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
                                           file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,
                                           sizeof(th_plugin_vtable)));
-    if (entry->abi_minor < kDeclarationsCheckedFromMinor) return;
+    // A plugin of a newer minor may use names this host does not know yet: they
+    // order it, and no call of this host can write them.
+    if (!declarations_checked(*entry) || entry->abi_minor > TH_ABI_MINOR) return;
     for (auto [list, field, names] : {std::tuple{DeclarationList::reads, "reads", entry->reads},
                                       std::tuple{DeclarationList::writes, "writes", entry->writes}})
         for (const std::string& name : split_names(names))

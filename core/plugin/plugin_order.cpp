@@ -13,27 +13,27 @@ namespace trainhost::plugin {
 
 namespace {
 
-// Every plugin reachable from each one along `edges`.
-std::vector<std::set<std::size_t>> reachable(const std::vector<std::set<std::size_t>>& edges) {
-    std::vector<std::set<std::size_t>> reach(edges.size());
-    for (std::size_t start = 0; start < edges.size(); ++start) {
-        std::vector<std::size_t> pending(edges[start].begin(), edges[start].end());
-        while (!pending.empty()) {
-            const std::size_t at = pending.back();
-            pending.pop_back();
-            if (reach[start].insert(at).second) pending.insert(pending.end(), edges[at].begin(), edges[at].end());
-        }
+// Whether `to` can be reached from `from` along `edges`.
+bool reaches(const std::vector<std::set<std::size_t>>& edges, std::size_t from, std::size_t to) {
+    std::vector<bool> seen(edges.size(), false);
+    std::vector<std::size_t> pending = {from};
+    while (!pending.empty()) {
+        const std::size_t at = pending.back();
+        pending.pop_back();
+        if (at == to) return true;
+        if (seen[at]) continue;
+        seen[at] = true;
+        pending.insert(pending.end(), edges[at].begin(), edges[at].end());
     }
-    return reach;
+    return false;
 }
-
-bool is_pattern(const std::string& declared) { return declared == "metrics" || declared.ends_with(".*"); }
 
 }  // namespace
 
-std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plugins) {
+ResolvedOrder resolve_order(const std::vector<OrderDeclaration>& plugins) {
     const std::size_t n = plugins.size();
-    // edges[a] holds every b that must run after a; `explicit_edges` are rules 1-2.
+    ResolvedOrder resolved;
+    // edges[a] holds every b that must run after a.
     std::vector<std::set<std::size_t>> edges(n);
     auto index_of = [&](const std::string& name) -> std::optional<std::size_t> {
         for (std::size_t i = 0; i < n; ++i)
@@ -46,16 +46,30 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
         for (const std::string& name : plugins[i].before)
             if (auto j = index_of(name); j && *j != i) edges[i].insert(*j);
     }
-    // A reader of a pattern ("metrics") that after/before puts ahead of a writer
-    // has said it does without that writer's values of the same hook.
-    const std::vector<std::set<std::size_t>> explicitly_before = reachable(edges);
+    // Exact reads are binding; a cycle through them is a load error below.
     for (std::size_t i = 0; i < n; ++i)
-        for (std::size_t j = 0; j < n; ++j) {
-            if (i == j) continue;
+        for (std::size_t j = 0; j < n; ++j)
             for (const std::string& written : plugins[i].writes)
                 for (const std::string& read : plugins[j].reads)
-                    if (overlap(read, written) && !(is_pattern(read) && explicitly_before[j].contains(i)))
-                        edges[i].insert(j);
+                    if (i != j && !is_pattern(read) && overlap(read, written)) edges[i].insert(j);
+    // A pattern read ("metrics") asks for every writer it covers, but yields where
+    // the binding order, or a pattern edge taken earlier (writers in command-line
+    // order), already puts the reader first: it then sees that value one hook late.
+    const auto pattern_read_of = [&](std::size_t writer, std::size_t reader) -> const std::string* {
+        for (const std::string& written : plugins[writer].writes)
+            for (const std::string& read : plugins[reader].reads)
+                if (is_pattern(read) && overlap(read, written)) return &written;
+        return nullptr;
+    };
+    for (std::size_t i = 0; i < n; ++i)
+        for (std::size_t j = 0; j < n; ++j) {
+            const std::string* written = i == j || edges[i].contains(j) ? nullptr : pattern_read_of(i, j);
+            if (written == nullptr) continue;
+            if (reaches(edges, j, i))
+                resolved.deferred.push_back(
+                    fmt::format("{} sees {}'s {} one hook late", plugins[j].name, plugins[i].name, *written));
+            else
+                edges[i].insert(j);
         }
 
     // Kahn's algorithm, always taking the earliest ready plugin on the command line.
@@ -65,7 +79,7 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
     std::set<std::size_t> ready;
     for (std::size_t i = 0; i < n; ++i)
         if (incoming[i] == 0) ready.insert(i);
-    std::vector<std::size_t> order;
+    std::vector<std::size_t>& order = resolved.order;
     while (!ready.empty()) {
         const std::size_t next = *ready.begin();
         ready.erase(ready.begin());
@@ -101,17 +115,16 @@ std::vector<std::size_t> resolve_order(const std::vector<OrderDeclaration>& plug
     }
 
     // Writers of the same thing must be ordered by rules 1-2, not by chance.
-    const std::vector<std::set<std::size_t>> reach = reachable(edges);
     for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = i + 1; j < n; ++j)
             for (const std::string& written : plugins[i].writes)
                 for (const std::string& other : plugins[j].writes)
-                    if (overlap(written, other) && !reach[i].contains(j) && !reach[j].contains(i))
+                    if (overlap(written, other) && !reaches(edges, i, j) && !reaches(edges, j, i))
                         throw PluginLoadError(fmt::format("plugins '{}' and '{}' both write {} and nothing orders them; "
                                                           "declare after/before in one of them",
                                                           plugins[i].name, plugins[j].name,
                                                           written == other ? written : written + " / " + other));
-    return order;
+    return resolved;
 }
 
 }  // namespace trainhost::plugin

@@ -382,7 +382,12 @@ TEST_CASE("a resume with another optimizer or another model is refused naming bo
     auto run = run_trainhost({"--config", dir.write("sgd.toml", sgd).string(), "--resume", last});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("last.safetensors: saved by optimizer 'adam', this run configures 'sgd with momentum': "
-                                 "its state cannot carry over"));
+                                 "its state (Adam's two moments) cannot become a momentum buffer"));
+    // Adam and AdamW keep the same moments: a switch between them resumes.
+    std::string adamw = text;
+    adamw.replace(adamw.find("type = \"adam\""), 13, "type = \"adamw\"");
+    run = run_trainhost({"--config", dir.write("adamw.toml", adamw).string(), "--resume", last});
+    CHECK(run.exit_code == 0);
     std::string wider = text;
     wider.replace(wider.find("units = 4"), 9, "units = 5");
     run = run_trainhost({"--config", dir.write("wider.toml", wider).string(), "--resume", last});

@@ -40,6 +40,27 @@ TEST_CASE("a change the plugin does not declare is refused and counted, and the 
     CHECK_FALSE(report["fits"][0]["final_metrics"].contains("test_misuser.value"));
 }
 
+TEST_CASE("through the SDK an undeclared change throws and fails the hook that made it", "[declarations][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"undeclared_sdk\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+    // The fit's own failure (exit 4) outranks the violation, which the verdict still lists.
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("plugin 'test_misuser' failed in fit_start: metric_set: metric_set changes "
+                                 "metric:test_misuser.sdk, which plugin 'test_misuser' does not declare"));
+    CHECK_THAT(run.last_line(), Contains("1 misuse") && Contains("test_misuser undeclared_write"));
+}
+
+TEST_CASE("a metric name that no declaration could name is refused as an argument", "[declarations][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"bad_metric_key\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(run.exit_code == 0);  // refused as a bad argument (not a misuse); the plugin carried on
+    CHECK_THAT(run.out, Contains("refused: metric_set: metric name 'a*b' has a '*', ',' or blank, which no "
+                                 "declaration can name"));
+    CHECK_THAT(run.last_line(), Contains("resources: clean"));
+}
+
 TEST_CASE("a name the host does not know in reads or writes is a load error from ABI 1.2", "[declarations][load]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, ""));

@@ -17,7 +17,7 @@ public:
     static constexpr th_option_spec options[] = {
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
-         "undeclared_write"},
+         "undeclared_write, undeclared_sdk, bad_metric_key"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -62,6 +62,13 @@ public:
             throw std::runtime_error("an undeclared move was accepted");
     }
     void on_fit_start(Context& ctx) override {
+        // Through the SDK the refusal throws, and this hook fails as a plugin would that does not catch it.
+        if (misuse_ == "undeclared_sdk") ctx.set_metric("test_misuser.sdk", 1);
+        if (misuse_ == "bad_metric_key") {
+            if (ctx.link().api().metric_set(ctx.link().host(), "a*b", 1) != TH_INVALID_ARGUMENT)
+                throw std::runtime_error("a metric name no declaration can name was accepted");
+            ctx.info(std::string("refused: ") + ctx.link().api().last_error(ctx.link().host()));
+        }
         if (misuse_ == "undeclared_write" &&
             ctx.link().api().metric_set(ctx.link().host(), "test_misuser.value", 1) != TH_UNDECLARED)
             throw std::runtime_error("an undeclared metric was accepted");

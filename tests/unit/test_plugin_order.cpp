@@ -11,7 +11,7 @@ namespace {
 
 std::vector<std::string> names(const std::vector<OrderDeclaration>& plugins) {
     std::vector<std::string> out;
-    for (std::size_t i : resolve_order(plugins)) out.push_back(plugins[i].name);
+    for (std::size_t i : resolve_order(plugins).order) out.push_back(plugins[i].name);
     return out;
 }
 
@@ -72,11 +72,36 @@ TEST_CASE("a metric pattern orders its writer before readers of any metric it co
 TEST_CASE("after and before outrank a pattern read, not an exact one", "[order]") {
     // checkpoint runs after early_stopping and sets a metric early_stopping would read
     // as one of `metrics`: early_stopping sees it one hook later, with no cycle.
-    CHECK(names({{"checkpoint", {"early_stopping"}, {}, {"metrics"}, {"metric:checkpoint.best_score"}},
-                 {"early_stopping", {}, {}, {"metrics"}, {}},
-                 {"progress", {}, {}, {"metrics"}, {}}}) ==
-          std::vector<std::string>{"early_stopping", "checkpoint", "progress"});
+    const std::vector<OrderDeclaration> plugins = {
+        {"checkpoint", {"early_stopping"}, {}, {"metrics"}, {"metric:checkpoint.best_score"}},
+        {"early_stopping", {}, {}, {"metrics"}, {}},
+        {"progress", {}, {}, {"metrics"}, {}}};
+    CHECK(names(plugins) == std::vector<std::string>{"early_stopping", "checkpoint", "progress"});
+    CHECK(resolve_order(plugins).deferred ==
+          std::vector<std::string>{"early_stopping sees checkpoint's metric:checkpoint.best_score one hook late"});
     CHECK_THROWS_WITH(resolve_order({{"checkpoint", {"monitor"}, {}, {}, {"metric:checkpoint.best_score"}},
                                      {"monitor", {}, {}, {"metric:checkpoint.best_score"}, {}}}),
                       Catch::Contains("plugin order has a cycle"));
+}
+
+TEST_CASE("two monitors that also write metrics are ordered by the command line, not refused", "[order]") {
+    // Each reads every metric and writes one: whichever is named first runs first,
+    // and the other's metric reaches it one hook late.
+    const std::vector<OrderDeclaration> ema_first = {{"ema_loss", {}, {}, {"metrics"}, {"metric:ema_loss"}},
+                                                     {"checkpoint", {}, {}, {"metrics"}, {"metric:checkpoint.best_score"}}};
+    CHECK(names(ema_first) == std::vector<std::string>{"ema_loss", "checkpoint"});
+    CHECK(resolve_order(ema_first).deferred ==
+          std::vector<std::string>{"ema_loss sees checkpoint's metric:checkpoint.best_score one hook late"});
+    const std::vector<OrderDeclaration> checkpoint_first = {ema_first[1], ema_first[0]};
+    CHECK(names(checkpoint_first) == std::vector<std::string>{"checkpoint", "ema_loss"});
+}
+
+TEST_CASE("a pattern read yields to a binding chain through other plugins", "[order]") {
+    // r is before x, x writes params that w reads exactly, w writes a metric r reads
+    // as one of `metrics`: r -> x -> w binds, so r sees w's metric one hook late.
+    const std::vector<OrderDeclaration> plugins = {{"r", {}, {"x"}, {"metrics"}, {}},
+                                                   {"x", {}, {}, {}, {"params"}},
+                                                   {"w", {}, {}, {"params"}, {"metric:w"}}};
+    CHECK(names(plugins) == std::vector<std::string>{"r", "x", "w"});
+    CHECK(resolve_order(plugins).deferred == std::vector<std::string>{"r sees w's metric:w one hook late"});
 }

@@ -54,7 +54,8 @@ typedef enum th_status {
     TH_UNDECLARED = 9 /* ABI 1.2: a change to something the plugin's `writes` does not declare */
 } th_status;
 
-/* What the core does after a hook returns TH_OK. */
+/* What the core does after a hook returns TH_OK. Any other value was never part of
+ * ABI 1: a host of any 1.x minor fails the hook that returns one. */
 typedef enum th_control {
     TH_CONTINUE = 0,
     TH_SKIP_BATCH = 1, /* from batch_start: skip forward/backward/step of this batch;
