@@ -7,6 +7,7 @@
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "validate/validate.hpp"
 
@@ -29,6 +30,14 @@ std::vector<std::string> split_list(const std::string& list) {
     for (std::string item; std::getline(entries, item, ',');)
         if (!item.empty()) items.push_back(item);
     return items;
+}
+
+// A file asked for on the command line that could not be written is a usage error
+// found before anything runs, not after a whole run.
+void check_output_file(const char* option, const std::string& file) {
+    if (file.empty()) return;
+    if (const std::string reason = report::unwritable_reason(file); !reason.empty())
+        throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
 }
 
 int list_plugins() {
@@ -89,10 +98,20 @@ int train(const TrainArguments& args) {
                                  fit.epochs.size() == 1 ? "" : "s", shown.empty() ? "" : ", ", fmt::join(shown, " "),
                                  fit.stop_reason.empty() ? "" : fmt::format(" (stopped by {})", fit.stop_reason));
     }
-    if (!args.report.empty()) report::write_report(args.report, report::to_json(result, options));
+    int exit_code = result.exit_code;
+    if (!args.report.empty()) {
+        try {
+            report::write_atomically(args.report, report::to_json(result, options));
+        } catch (const std::exception& e) {
+            // The run's own outcome stays what it was; a run that ended well but lost
+            // the report it was asked for is a usage error, as a bad path found early is.
+            std::cerr << fmt::format("error: --report {}: {}\n", args.report, e.what());
+            if (exit_code == kExitOk) exit_code = kExitUsage;
+        }
+    }
     std::cerr << std::flush;
     std::cout << result.verdict << std::endl;
-    return result.exit_code;
+    return exit_code;
 }
 
 }  // namespace
@@ -169,12 +188,16 @@ int run_command(int argc, char** argv) {
     try {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
-        if (validate_command->parsed()) return validate::validate_plugin(checks, std::cout);
+        if (validate_command->parsed()) {
+            check_output_file("--junit", checks.junit);
+            return validate::validate_plugin(checks, std::cout, std::cerr);
+        }
         if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout);
         if (args.config.empty()) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
+        check_output_file("--report", args.report);
         return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';

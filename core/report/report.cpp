@@ -1,9 +1,7 @@
 #include "report/report.hpp"
 
-#include <fmt/format.h>
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 
 namespace trainhost::report {
 
@@ -92,19 +90,6 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                           {"leases", owner.usage.leases}});
     root["owners"] = std::move(owners);
     return root.dump(2) + "\n";
-}
-
-void write_report(const std::filesystem::path& file, const std::string& json) {
-    std::filesystem::path temporary = file;
-    temporary += ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error(fmt::format("{}: cannot write the report", file.string()));
-        out << json;
-        out.flush();
-        if (!out) throw std::runtime_error(fmt::format("{}: write failed", temporary.string()));
-    }
-    std::filesystem::rename(temporary, file);
 }
 
 }  // namespace trainhost::report

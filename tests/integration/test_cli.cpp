@@ -2,9 +2,12 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
@@ -215,4 +218,68 @@ TEST_CASE("a run is deterministic for a seed", "[cli][determinism]") {
     REQUIRE(run_trainhost({"--config", config, "--seed", "8", "--report", second.string()}).exit_code == 0);
     auto c = nlohmann::json::parse(test_support::read_file(second))["fits"][0]["final_metrics"];
     CHECK(a["train_loss"] != c["train_loss"]);
+}
+
+TEST_CASE("a --report path that cannot be written is a usage error before anything runs", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto refused = [&](const std::filesystem::path& report, const std::string& why) {
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + report.string() + ": " + why + "\n");
+        CHECK(run.out.empty());  // not even the device line: nothing ran
+    };
+    SECTION("a directory that does not exist") {
+        refused(dir.path() / "missing" / "r.json", "directory " + (dir.path() / "missing").string() + " does not exist");
+    }
+    SECTION("a directory as the path") {
+        refused(dir.path(), "is a directory");
+        auto stray = dir.path();
+        stray += ".tmp";
+        CHECK(!std::filesystem::exists(stray));
+    }
+    SECTION("a file where the directory should be") {
+        auto file = dir.write("plain", "");
+        refused(file / "r.json", file.string() + " is not a directory");
+    }
+    SECTION("a directory without write permission") {
+        if (::geteuid() == 0) return;  // root writes anywhere
+        auto locked = dir.path() / "locked";
+        std::filesystem::create_directory(locked);
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+        refused(locked / "r.json", "directory " + locked.string() + " is not writable (Permission denied)");
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_all);
+    }
+}
+
+// A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
+// checks before the run pass and the report's own write fail at the end, as a full
+// disk would; the limit is above what the run prints and below the report's size.
+constexpr const char* kReportTooLarge = "trap '' XFSZ; ulimit -f 2";
+
+TEST_CASE("a report lost at the end still ends with the verdict, and the run's exit code when it failed",
+          "[cli][report]") {
+    TempDir dir;
+    auto report = dir.path() / "r.json";
+    auto temporary = report;
+    temporary += ".tmp";
+    const std::string lost = "error: --report " + report.string() + ": cannot write " + temporary.string() +
+                             ": File too large\n";
+    SECTION("a clean run exits 1: what it was asked for is missing") {
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()}, kReportTooLarge);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+    SECTION("a failed run keeps its own exit code") {
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()},
+                                 kReportTooLarge);
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    }
+    CHECK(!std::filesystem::exists(report));
+    CHECK(!std::filesystem::exists(temporary));
 }
