@@ -86,7 +86,8 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
     metadata["format"] = kFormat;
     metadata["crc32"] = std::to_string(crc_of(payload));
     header["__metadata__"] = std::move(metadata);
-    std::string text = header.dump();
+    // Metric keys and plugin names come from plugins and need not be UTF-8.
+    std::string text = header.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     // Pad with spaces so the data starts 8-byte aligned, as safetensors writers do.
     text.append((8 - (text.size() + 8) % 8) % 8, ' ');
     unsigned char size_le[8];

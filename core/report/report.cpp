@@ -89,7 +89,9 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                           {"bytes_in_use", owner.usage.bytes_in_use},
                           {"leases", owner.usage.leases}});
     root["owners"] = std::move(owners);
-    return root.dump(2) + "\n";
+    // Plugins supply tags, metric keys and messages: bytes that are not UTF-8 become
+    // U+FFFD rather than an exception that would lose the whole report.
+    return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace trainhost::report

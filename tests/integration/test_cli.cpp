@@ -283,3 +283,19 @@ TEST_CASE("a report lost at the end still ends with the verdict, and the run's e
     CHECK(!std::filesystem::exists(report));
     CHECK(!std::filesystem::exists(temporary));
 }
+
+TEST_CASE("plugin text that is not UTF-8 reaches the report as U+FFFD", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\ninvalid_utf8_tag = true\n")).string();
+    auto report = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, !Contains("--report"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    REQUIRE(json["violations"].size() == 1);
+    const std::string replaced = "forgotten\xEF\xBF\xBD";  // U+FFFD in UTF-8
+    CHECK(json["violations"][0]["tag"] == replaced);
+    CHECK_THAT(json["fits"][0]["failure"].get<std::string>(), Contains("tag=" + replaced + " "));
+    CHECK(json["exit_code"] == 3);
+}
