@@ -299,3 +299,45 @@ TEST_CASE("plugin text that is not UTF-8 reaches the report as U+FFFD", "[cli][r
     CHECK_THAT(json["fits"][0]["failure"].get<std::string>(), Contains("tag=" + replaced + " "));
     CHECK(json["exit_code"] == 3);
 }
+
+namespace {
+
+// Plain SGD at the largest learning rate the config takes, on a squared error:
+// the weights overflow within a few epochs, whatever the seed.
+std::string diverging_config(bool validation) {
+    std::string text = tiny_config(10);
+    const auto replace = [&](const std::string& from, const std::string& to) {
+        text.replace(text.find(from), from.size(), to);
+    };
+    replace("loss = \"bce_with_logits\"", "loss = \"mse\"");
+    replace("type = \"adam\"\nlr = 0.01", "type = \"sgd\"\nlr = 1000");
+    if (!validation) replace("validation_fraction", "limit_val_batches = 0\nvalidation_fraction");
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
+    TempDir dir;
+    auto report = dir.path() / "r.json";
+    SECTION("in validation") {
+        auto config = dir.write("run.toml", diverging_config(true)).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: non-finite validation loss (nan) at fit 1 epoch 4\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+        CHECK(fit["failure"] == "non-finite validation loss (nan) at fit 1 epoch 4");
+        CHECK(fit["final_metrics"]["val_loss"].is_null());
+        CHECK(fit["epochs"].size() == 3);
+    }
+    SECTION("in training, where no validation looks first") {
+        auto config = dir.write("run.toml", diverging_config(false)).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: non-finite loss (nan) at fit 1 epoch 5 batch 1\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        CHECK(nlohmann::json::parse(test_support::read_file(report))["fits"][0]["failure"] ==
+              "non-finite loss (nan) at fit 1 epoch 5 batch 1");
+    }
+}
