@@ -12,6 +12,8 @@
 #include "validate/validate.hpp"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <fmt/format.h>
 #include <iostream>
 #include <sstream>
@@ -30,6 +32,23 @@ std::vector<std::string> split_list(const std::string& list) {
     for (std::string item; std::getline(entries, item, ',');)
         if (!item.empty()) items.push_back(item);
     return items;
+}
+
+// The range the config file takes for `seed`, so that a seed is the same number
+// whichever way it was given (an unsigned parse would wrap -1 to 2^64-1).
+CLI::Validator seed_range() {
+    return CLI::Validator(
+        [](std::string& text) {
+            std::int64_t value = 0;
+            const char* end = text.data() + text.size();
+            const auto [stop, error] = std::from_chars(text.data(), end, value);
+            if (text.empty() || stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
+                return fmt::format("'{}' is not an integer", text);
+            if (error == std::errc::result_out_of_range || value < 0)
+                return fmt::format("{} is out of range [0, {}]", text, INT64_MAX);
+            return std::string();
+        },
+        "SEED");
 }
 
 // A file asked for on the command line that could not be written is a usage error
@@ -136,7 +155,7 @@ int run_command(int argc, char** argv) {
     app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(CLI::Range(0, 1000000));
-    app.add_option("--seed", args.seed, "override the config's seed");
+    app.add_option("--seed", args.seed, "override the config's seed")->check(seed_range());
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(
             [](std::string& name) {
@@ -158,7 +177,7 @@ int run_command(int argc, char** argv) {
     validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
     validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
         ->check(CLI::Range(1, 10));
-    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs");
+    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(seed_range());
     validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
         ->check(CLI::Range(1, 1000));
     validate_command->add_option("--junit", checks.junit, "write a JUnit XML report");
@@ -190,6 +209,9 @@ int run_command(int argc, char** argv) {
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
         if (validate_command->parsed()) {
             check_output_file("--junit", checks.junit);
+            if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
+                throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
+                                              checks.repeat, INT64_MAX));
             return validate::validate_plugin(checks, std::cout, std::cerr);
         }
         if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout);

@@ -23,6 +23,43 @@ TEST_CASE("--help and --version exit 0", "[cli]") {
     CHECK_THAT(version.out, Contains("plugin ABI 1.1"));
 }
 
+TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const std::string usage = "\n(run trainhost --help for usage)\n";
+    for (const std::string seed : {"-1", "18446744073709551616", "9223372036854775808"}) {
+        DYNAMIC_SECTION("train --seed " << seed) {
+            auto run = run_trainhost({"--config", config, "--seed", seed});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+        }
+        DYNAMIC_SECTION("validate --seed " << seed) {
+            auto run = run_trainhost({"validate", "progress", "--seed", seed});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+            CHECK(run.out.empty());
+        }
+    }
+    SECTION("not an integer") {
+        auto run = run_trainhost({"--config", config, "--seed", "1.5"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --seed: '1.5' is not an integer" + usage);
+    }
+    SECTION("the largest seed is taken, as the config file takes it") {
+        const std::string report = (dir.path() / "r.json").string();
+        auto run = run_trainhost({"--config", config, "--seed", "9223372036854775807", "--report", report});
+        CHECK(run.exit_code == 0);
+        CHECK(nlohmann::json::parse(test_support::read_file(report))["seed"] == 9223372036854775807ULL);
+    }
+    SECTION("validate's later rounds would pass the largest seed") {
+        auto run = run_trainhost({"validate", "progress", "--seed", "9223372036854775807", "--repeat", "2"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --seed 9223372036854775807 --repeat 2: the last round's seed is past "
+                         "9223372036854775807\n");
+        CHECK(run.out.empty());
+    }
+}
+
 TEST_CASE("usage errors exit 1", "[cli]") {
     auto unknown = run_trainhost({"--frobnicate"});
     CHECK(unknown.exit_code == 1);
