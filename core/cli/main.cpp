@@ -26,11 +26,15 @@ namespace {
 
 using namespace trainhost;
 
+// "progress, early_stopping" names two plugins, as a reader of it would expect.
 std::vector<std::string> split_list(const std::string& list) {
     std::vector<std::string> items;
     std::stringstream entries(list);
-    for (std::string item; std::getline(entries, item, ',');)
-        if (!item.empty()) items.push_back(item);
+    for (std::string item; std::getline(entries, item, ',');) {
+        const auto first = item.find_first_not_of(" \t");
+        if (first == std::string::npos) continue;
+        items.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+    }
     return items;
 }
 

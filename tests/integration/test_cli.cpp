@@ -60,6 +60,18 @@ TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
     }
 }
 
+TEST_CASE("blanks around the names in --plugins are not part of them", "[cli]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config, "--plugins", " progress,  early_stopping ", "--report", report.string()});
+    CHECK(run.exit_code == 0);
+    CHECK(run.err.empty());
+    CHECK_THAT(run.out, Contains("epoch 1/1:"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["plugins"] == nlohmann::json::array({"progress", "early_stopping"}));
+}
+
 TEST_CASE("usage errors exit 1", "[cli]") {
     auto unknown = run_trainhost({"--frobnicate"});
     CHECK(unknown.exit_code == 1);
