@@ -198,6 +198,10 @@ int run_command(int argc, char** argv) {
     validate_one->add_option("--config", checks.config);
     app.require_subcommand(0, 1);
 
+    if (argc <= 1) {  // a bare `trainhost` asks what it can do
+        std::cout << app.help();
+        return kExitUsage;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {

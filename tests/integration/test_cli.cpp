@@ -23,6 +23,14 @@ TEST_CASE("--help and --version exit 0", "[cli]") {
     CHECK_THAT(version.out, Contains("plugin ABI 1.1"));
 }
 
+TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
+    auto run = run_trainhost({});
+    CHECK(run.exit_code == 1);
+    CHECK(run.out == run_trainhost({"--help"}).out);
+    CHECK_THAT(run.out, Contains("Usage: trainhost") && Contains("--config"));
+    CHECK(run.err.empty());
+}
+
 TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
     TempDir dir;
     const std::string config = dir.write("run.toml", tiny_config()).string();
@@ -79,9 +87,9 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     auto missing = run_trainhost({"--config", "/nonexistent/run.toml"});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Contains("/nonexistent/run.toml"));
-    auto no_config = run_trainhost({});
+    auto no_config = run_trainhost({"--epochs", "2"});
     CHECK(no_config.exit_code == 1);
-    CHECK_THAT(no_config.err, Contains("--config FILE is required"));
+    CHECK(no_config.err == "error: --config FILE is required to train\n(run trainhost --help for usage)\n");
     TempDir dir;
     auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
     CHECK(cuda.exit_code == 1);
