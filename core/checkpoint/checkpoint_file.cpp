@@ -100,9 +100,15 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
     std::map<std::string, std::string> metadata = data.metadata;
     metadata["format"] = kFormat;
     metadata["crc32"] = std::to_string(crc_of(payload));
+    // Metric keys and plugin names come from plugins and need not be UTF-8: the file
+    // holds them with U+FFFD instead, and the metadata CRC covers what the file holds.
+    const auto as_utf8 = [](const nlohmann::json& value) {
+        return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+    };
+    metadata = nlohmann::json::parse(as_utf8(metadata)).get<std::map<std::string, std::string>>();
     metadata["metadata_crc32"] = std::to_string(metadata_crc_of(metadata));
     header["__metadata__"] = metadata;
-    std::string text = header.dump();
+    std::string text = as_utf8(header);
     // Pad with spaces so the data starts 8-byte aligned, as safetensors writers do.
     text.append((8 - (text.size() + 8) % 8) % 8, ' ');
     unsigned char size_le[8];

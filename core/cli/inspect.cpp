@@ -101,7 +101,8 @@ void print_json(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
                                 {"required", spec.default_value == nullptr},
                                 {"doc", text_or(spec.doc, "")}});
     }
-    out << j.dump(2) << '\n';
+    // A plugin's strings need not be UTF-8: bad bytes become U+FFFD instead of an exception.
+    out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
 }
 
 }  // namespace

@@ -7,10 +7,13 @@
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
+#include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "validate/validate.hpp"
 
 #include <CLI/CLI.hpp>
+#include <charconv>
+#include <cstdint>
 #include <fmt/format.h>
 #include <iostream>
 #include <sstream>
@@ -23,12 +26,41 @@ namespace {
 
 using namespace trainhost;
 
+// "progress, early_stopping" names two plugins, as a reader of it would expect.
 std::vector<std::string> split_list(const std::string& list) {
     std::vector<std::string> items;
     std::stringstream entries(list);
-    for (std::string item; std::getline(entries, item, ',');)
-        if (!item.empty()) items.push_back(item);
+    for (std::string item; std::getline(entries, item, ',');) {
+        const auto first = item.find_first_not_of(" \t");
+        if (first == std::string::npos) continue;
+        items.push_back(item.substr(first, item.find_last_not_of(" \t") - first + 1));
+    }
     return items;
+}
+
+// The range the config file takes for `seed`, so that a seed is the same number
+// whichever way it was given (an unsigned parse would wrap -1 to 2^64-1).
+CLI::Validator seed_range() {
+    return CLI::Validator(
+        [](std::string& text) {
+            std::int64_t value = 0;
+            const char* end = text.data() + text.size();
+            const auto [stop, error] = std::from_chars(text.data(), end, value);
+            if (text.empty() || stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
+                return fmt::format("'{}' is not an integer", text);
+            if (error == std::errc::result_out_of_range || value < 0)
+                return fmt::format("{} is out of range [0, {}]", text, INT64_MAX);
+            return std::string();
+        },
+        "SEED");
+}
+
+// A file asked for on the command line that could not be written is a usage error
+// found before anything runs, not after a whole run.
+void check_output_file(const char* option, const std::string& file) {
+    if (file.empty()) return;
+    if (const std::string reason = report::unwritable_reason(file); !reason.empty())
+        throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
 }
 
 int list_plugins() {
@@ -91,10 +123,20 @@ int train(const TrainArguments& args) {
                                  fit.epochs.size() == 1 ? "" : "s", shown.empty() ? "" : ", ", fmt::join(shown, " "),
                                  fit.stop_reason.empty() ? "" : fmt::format(" (stopped by {})", fit.stop_reason));
     }
-    if (!args.report.empty()) report::write_report(args.report, report::to_json(result, options));
+    int exit_code = result.exit_code;
+    if (!args.report.empty()) {
+        try {
+            report::write_atomically(args.report, report::to_json(result, options));
+        } catch (const std::exception& e) {
+            // The run's own outcome stays what it was; a run that ended well but lost
+            // the report it was asked for is a usage error, as a bad path found early is.
+            std::cerr << fmt::format("error: --report {}: {}\n", args.report, e.what());
+            if (exit_code == kExitOk) exit_code = kExitUsage;
+        }
+    }
     std::cerr << std::flush;
     std::cout << result.verdict << std::endl;
-    return result.exit_code;
+    return exit_code;
 }
 
 }  // namespace
@@ -119,7 +161,7 @@ int run_command(int argc, char** argv) {
     app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(CLI::Range(0, 1000000));
-    app.add_option("--seed", args.seed, "override the config's seed");
+    app.add_option("--seed", args.seed, "override the config's seed")->check(seed_range());
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(
             [](std::string& name) {
@@ -143,7 +185,7 @@ int run_command(int argc, char** argv) {
     validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
     validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
         ->check(CLI::Range(1, 10));
-    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs");
+    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(seed_range());
     validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
         ->check(CLI::Range(1, 1000));
     validate_command->add_option("--junit", checks.junit, "write a JUnit XML report");
@@ -160,6 +202,10 @@ int run_command(int argc, char** argv) {
     validate_one->add_option("--config", checks.config);
     app.require_subcommand(0, 1);
 
+    if (argc <= 1) {  // a bare `trainhost` asks what it can do
+        std::cout << app.help();
+        return kExitUsage;
+    }
     try {
         app.parse(argc, argv);
     } catch (const CLI::CallForHelp& e) {
@@ -173,12 +219,19 @@ int run_command(int argc, char** argv) {
     try {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
-        if (validate_command->parsed()) return validate::validate_plugin(checks, std::cout);
+        if (validate_command->parsed()) {
+            check_output_file("--junit", checks.junit);
+            if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
+                throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
+                                              checks.repeat, INT64_MAX));
+            return validate::validate_plugin(checks, std::cout, std::cerr);
+        }
         if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout);
         if (args.config.empty()) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
+        check_output_file("--report", args.report);
         return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';

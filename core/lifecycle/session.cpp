@@ -28,6 +28,9 @@ constexpr unsigned kLogicalCpuDevices = 4;
 std::size_t limited(std::size_t batches, std::int64_t limit) {
     return limit < 0 ? batches : std::min<std::size_t>(batches, static_cast<std::size_t>(limit));
 }
+// A NaN's sign bit is noise from how it arose: every NaN reads "nan" in a message.
+std::string loss_text(double loss) { return std::isnan(loss) ? "nan" : fmt::format("{}", loss); }
+
 }  // namespace
 
 
@@ -475,7 +478,7 @@ std::uint64_t Session::train_epoch() {
             std::size_t batch_correct = 0;
             const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
             if (!std::isfinite(loss))
-                throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss,
+                throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss_text(loss),
                                              state_.fit_index + 1, state_.epoch + 1, b + 1),
                                  kExitTraining);
             epoch_loss_sum_ += loss * static_cast<double>(rows);
@@ -558,9 +561,15 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
     }
     if (seen > 0) {
-        metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
+        const double loss = loss_sum / static_cast<double>(seen);
+        metrics_[fmt::format("{}_loss", prefix)] = loss;
         if (dataset.classes > 0)
             metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
+        // A diverged model fails the fit; the metric stays set for on_exception and the report.
+        if (std::string_view(prefix) == "val" && !std::isfinite(loss))
+            throw FitFailure(fmt::format("non-finite validation loss ({}) at fit {} epoch {}", loss_text(loss),
+                                         state_.fit_index + 1, state_.epoch + 1),
+                             kExitTraining);
     }
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
 }

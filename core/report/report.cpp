@@ -1,9 +1,7 @@
 #include "report/report.hpp"
 
-#include <fmt/format.h>
-#include <fstream>
+#include <cmath>
 #include <nlohmann/json.hpp>
-#include <stdexcept>
 
 namespace trainhost::report {
 
@@ -91,20 +89,9 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                           {"bytes_in_use", owner.usage.bytes_in_use},
                           {"leases", owner.usage.leases}});
     root["owners"] = std::move(owners);
-    return root.dump(2) + "\n";
-}
-
-void write_report(const std::filesystem::path& file, const std::string& json) {
-    std::filesystem::path temporary = file;
-    temporary += ".tmp";
-    {
-        std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
-        if (!out) throw std::runtime_error(fmt::format("{}: cannot write the report", file.string()));
-        out << json;
-        out.flush();
-        if (!out) throw std::runtime_error(fmt::format("{}: write failed", temporary.string()));
-    }
-    std::filesystem::rename(temporary, file);
+    // Plugins supply tags, metric keys and messages: bytes that are not UTF-8 become
+    // U+FFFD rather than an exception that would lose the whole report.
+    return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace trainhost::report

@@ -327,6 +327,16 @@ std::string test_nan_inf_metrics(TestContext& c) {
             return fmt::format("with val_loss = {}: {}", metrics.at("val_loss"), failure);
         (void)host.destroy(std::move(instance));
     }
+    // Metrics other plugins set can stay non-finite through a whole fit, as above; the
+    // core's own val_loss cannot: it fails the fit, and on_exception and teardown run
+    // with the value still among the metrics.
+    ValidationHost host;
+    auto instance = host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr);
+    std::string failure = host.run_epochs(*instance, 1, 2, {{"val_loss", nan}});
+    if (!failure.empty()) return "with val_loss = nan: " + failure;
+    failure = host.fail_fit(*instance, "non-finite validation loss (nan) at fit 1 epoch 1", 0);
+    if (!failure.empty()) return "after a non-finite validation loss: " + failure;
+    (void)host.destroy(std::move(instance));
     return {};
 }
 
@@ -401,7 +411,8 @@ const std::vector<Registered>& registry() {
          &test_failure_paths},
         {{"option_fuzzing", 6, "wrong types and unknown keys are refused, extreme values never crash", "create_destroy"}, &test_option_fuzzing},
         {{"state_roundtrip", 7, "save, restore, save again gives identical bytes", "lifecycle"}, &test_state_roundtrip},
-        {{"nan_inf_metrics", 8, "NaN and infinite metrics are handled without a failure", "lifecycle"}, &test_nan_inf_metrics},
+        {{"nan_inf_metrics", 8, "NaN and infinite metrics are handled without a failure", "failure_paths"},
+         &test_nan_inf_metrics},
         {{"create_destroy_cycles", 9, "100 create/destroy cycles grow neither the ledger nor the process", "create_destroy"},
          &test_create_destroy_cycles},
         {{"repeated_fits", 10, "three fits in one process, clean each time", "ledger_clean"}, &test_repeated_fits},

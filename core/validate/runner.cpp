@@ -2,6 +2,8 @@
 // that kills a child past its time, a line per test, and an optional JUnit file.
 #include "validate/validate.hpp"
 
+#include "report/output_file.hpp"
+
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -9,11 +11,11 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
-#include <fstream>
 #include <map>
 #include <ostream>
 #include <poll.h>
 #include <spawn.h>
+#include <sstream>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -133,7 +135,7 @@ std::string xml_escape(const std::string& text) {
     return out;
 }
 
-void write_junit(const std::string& file, const ValidateOptions& options, const std::vector<Outcome>& outcomes) {
+std::string junit_xml(const ValidateOptions& options, const std::vector<Outcome>& outcomes) {
     std::size_t failures = 0, skipped = 0;
     double total = 0;
     for (const auto& o : outcomes) {
@@ -141,8 +143,7 @@ void write_junit(const std::string& file, const ValidateOptions& options, const 
         skipped += o.status == "SKIP";
         total += o.seconds;
     }
-    std::ofstream out(file);
-    if (!out) throw std::runtime_error(fmt::format("{}: cannot write the JUnit report", file));
+    std::ostringstream out;
     out << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n";
     out << fmt::format("<testsuite name=\"trainhost.validate\" tests=\"{}\" failures=\"{}\" skipped=\"{}\" time=\"{:.3f}\">\n",
                        outcomes.size(), failures, skipped, total);
@@ -154,6 +155,7 @@ void write_junit(const std::string& file, const ValidateOptions& options, const 
         else out << fmt::format(">\n    <failure message=\"{}\"/>\n  </testcase>\n", xml_escape(o.message));
     }
     out << "</testsuite>\n";
+    return out.str();
 }
 
 // Paths given relative to where the user stands still name the same files from the
@@ -168,7 +170,7 @@ ValidateOptions with_absolute_paths(ValidateOptions options) {
 
 }  // namespace
 
-int validate_plugin(const ValidateOptions& given, std::ostream& out) {
+int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostream& err) {
     namespace fs = std::filesystem;
     const ValidateOptions options = with_absolute_paths(given);
     fs::path workdir = fs::temp_directory_path() / fmt::format("trainhost-validate-{}", ::getpid());
@@ -205,8 +207,17 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out) {
         skipped += o.status == "SKIP";
     }
     out << fmt::format("validate: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
-    if (!options.junit.empty()) write_junit(options.junit, options, outcomes);
-    return failed == 0 ? 0 : 1;
+    int exit_code = failed == 0 ? 0 : 1;
+    if (!options.junit.empty()) {
+        try {
+            report::write_atomically(options.junit, junit_xml(options, outcomes));
+        } catch (const std::exception& e) {
+            out << std::flush;
+            err << fmt::format("error: --junit {}: {}\n", options.junit, e.what());
+            exit_code = 1;
+        }
+    }
+    return exit_code;
 }
 
 }  // namespace trainhost::validate

@@ -32,8 +32,9 @@ struct ConformanceTestInfo {
 [[nodiscard]] const std::vector<ConformanceTestInfo>& conformance_tests();
 
 // Parent: runs every test up to the strictness in child processes; prints a line
-// per test and a summary; returns 0 when all passed, 1 otherwise.
-[[nodiscard]] int validate_plugin(const ValidateOptions& options, std::ostream& out);
+// per test and a summary; returns 0 when all passed, 1 otherwise (also when the
+// --junit file could not be written at the end, which is said on `err`).
+[[nodiscard]] int validate_plugin(const ValidateOptions& options, std::ostream& out, std::ostream& err);
 
 // Child: runs one test in this process and prints "RESULT PASS|FAIL|SKIP message".
 [[nodiscard]] int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out);

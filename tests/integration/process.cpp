@@ -49,10 +49,10 @@ fs::path TempDir::write(const std::string& name, const std::string& text) const 
     return file;
 }
 
-RunResult run_trainhost(const std::vector<std::string>& arguments) {
+RunResult run_trainhost(const std::vector<std::string>& arguments, const std::string& shell_setup) {
     TempDir dir;
     // exec: the shell becomes trainhost, so its death by a signal is seen as such.
-    std::string command = std::string("exec '") + TRAINHOST_BINARY + "'";
+    std::string command = (shell_setup.empty() ? "" : shell_setup + "; ") + "exec '" + TRAINHOST_BINARY + "'";
     for (const std::string& argument : arguments) {
         std::string quoted;
         for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);

@@ -15,8 +15,9 @@ struct RunResult {
     [[nodiscard]] std::string last_line() const;
 };
 
-// Arguments are passed through the shell; each is single-quoted.
-[[nodiscard]] RunResult run_trainhost(const std::vector<std::string>& arguments);
+// Arguments are passed through the shell; each is single-quoted. `shell_setup` runs in
+// that shell first (a ulimit, a trap), so that trainhost inherits what it sets.
+[[nodiscard]] RunResult run_trainhost(const std::vector<std::string>& arguments, const std::string& shell_setup = "");
 
 // A fresh directory under the system temp dir, removed on destruction.
 class TempDir {

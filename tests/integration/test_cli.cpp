@@ -2,9 +2,12 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
+#include <unistd.h>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
@@ -20,6 +23,63 @@ TEST_CASE("--help and --version exit 0", "[cli]") {
     CHECK_THAT(version.out, Contains("plugin ABI 1.2"));
 }
 
+TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
+    auto run = run_trainhost({});
+    CHECK(run.exit_code == 1);
+    CHECK(run.out == run_trainhost({"--help"}).out);
+    CHECK_THAT(run.out, Contains("Usage: trainhost") && Contains("--config"));
+    CHECK(run.err.empty());
+}
+
+TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const std::string usage = "\n(run trainhost --help for usage)\n";
+    for (const std::string seed : {"-1", "18446744073709551616", "9223372036854775808"}) {
+        DYNAMIC_SECTION("train --seed " << seed) {
+            auto run = run_trainhost({"--config", config, "--seed", seed});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+        }
+        DYNAMIC_SECTION("validate --seed " << seed) {
+            auto run = run_trainhost({"validate", "progress", "--seed", seed});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+            CHECK(run.out.empty());
+        }
+    }
+    SECTION("not an integer") {
+        auto run = run_trainhost({"--config", config, "--seed", "1.5"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --seed: '1.5' is not an integer" + usage);
+    }
+    SECTION("the largest seed is taken, as the config file takes it") {
+        const std::string report = (dir.path() / "r.json").string();
+        auto run = run_trainhost({"--config", config, "--seed", "9223372036854775807", "--report", report});
+        CHECK(run.exit_code == 0);
+        CHECK(nlohmann::json::parse(test_support::read_file(report))["seed"] == 9223372036854775807ULL);
+    }
+    SECTION("validate's later rounds would pass the largest seed") {
+        auto run = run_trainhost({"validate", "progress", "--seed", "9223372036854775807", "--repeat", "2"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --seed 9223372036854775807 --repeat 2: the last round's seed is past "
+                         "9223372036854775807\n");
+        CHECK(run.out.empty());
+    }
+}
+
+TEST_CASE("blanks around the names in --plugins are not part of them", "[cli]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config, "--plugins", " progress,  early_stopping ", "--report", report.string()});
+    CHECK(run.exit_code == 0);
+    CHECK(run.err.empty());
+    CHECK_THAT(run.out, Contains("epoch 1/1:"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["plugins"] == nlohmann::json::array({"progress", "early_stopping"}));
+}
+
 TEST_CASE("usage errors exit 1", "[cli]") {
     auto unknown = run_trainhost({"--frobnicate"});
     CHECK(unknown.exit_code == 1);
@@ -27,9 +87,9 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     auto missing = run_trainhost({"--config", "/nonexistent/run.toml"});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Contains("/nonexistent/run.toml"));
-    auto no_config = run_trainhost({});
+    auto no_config = run_trainhost({"--epochs", "2"});
     CHECK(no_config.exit_code == 1);
-    CHECK_THAT(no_config.err, Contains("--config FILE is required"));
+    CHECK(no_config.err == "error: --config FILE is required to train\n(run trainhost --help for usage)\n");
     TempDir dir;
     auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
     CHECK(cuda.exit_code == 1);
@@ -261,4 +321,126 @@ TEST_CASE("a run is deterministic for a seed", "[cli][determinism]") {
     REQUIRE(run_trainhost({"--config", config, "--seed", "8", "--report", second.string()}).exit_code == 0);
     auto c = nlohmann::json::parse(test_support::read_file(second))["fits"][0]["final_metrics"];
     CHECK(a["train_loss"] != c["train_loss"]);
+}
+
+TEST_CASE("a --report path that cannot be written is a usage error before anything runs", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto refused = [&](const std::filesystem::path& report, const std::string& why) {
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + report.string() + ": " + why + "\n");
+        CHECK(run.out.empty());  // not even the device line: nothing ran
+    };
+    SECTION("a directory that does not exist") {
+        refused(dir.path() / "missing" / "r.json", "directory " + (dir.path() / "missing").string() + " does not exist");
+    }
+    SECTION("a directory as the path") {
+        refused(dir.path(), "is a directory");
+        auto stray = dir.path();
+        stray += ".tmp";
+        CHECK(!std::filesystem::exists(stray));
+    }
+    SECTION("a file where the directory should be") {
+        auto file = dir.write("plain", "");
+        refused(file / "r.json", file.string() + " is not a directory");
+    }
+    SECTION("a directory without write permission") {
+        if (::geteuid() == 0) return;  // root writes anywhere
+        auto locked = dir.path() / "locked";
+        std::filesystem::create_directory(locked);
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+        refused(locked / "r.json", "directory " + locked.string() + " is not writable (Permission denied)");
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_all);
+    }
+}
+
+// A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
+// checks before the run pass and the report's own write fail at the end, as a full
+// disk would; the limit is above what the run prints and below the report's size.
+constexpr const char* kReportTooLarge = "trap '' XFSZ; ulimit -f 2";
+
+TEST_CASE("a report lost at the end still ends with the verdict, and the run's exit code when it failed",
+          "[cli][report]") {
+    TempDir dir;
+    auto report = dir.path() / "r.json";
+    auto temporary = report;
+    temporary += ".tmp";
+    const std::string lost = "error: --report " + report.string() + ": cannot write " + temporary.string() +
+                             ": File too large\n";
+    SECTION("a clean run exits 1: what it was asked for is missing") {
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()}, kReportTooLarge);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+    SECTION("a failed run keeps its own exit code") {
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()},
+                                 kReportTooLarge);
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    }
+    CHECK(!std::filesystem::exists(report));
+    CHECK(!std::filesystem::exists(temporary));
+}
+
+TEST_CASE("plugin text that is not UTF-8 reaches the report as U+FFFD", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\ninvalid_utf8_tag = true\n")).string();
+    auto report = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, !Contains("--report"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    REQUIRE(json["violations"].size() == 1);
+    const std::string replaced = "forgotten\xEF\xBF\xBD";  // U+FFFD in UTF-8
+    CHECK(json["violations"][0]["tag"] == replaced);
+    CHECK_THAT(json["fits"][0]["failure"].get<std::string>(), Contains("tag=" + replaced + " "));
+    CHECK(json["exit_code"] == 3);
+}
+
+namespace {
+
+// Plain SGD at the largest learning rate the config takes, on a squared error:
+// the weights overflow within a few epochs, whatever the seed.
+std::string diverging_config(bool validation) {
+    std::string text = tiny_config(10);
+    const auto replace = [&](const std::string& from, const std::string& to) {
+        text.replace(text.find(from), from.size(), to);
+    };
+    replace("loss = \"bce_with_logits\"", "loss = \"mse\"");
+    replace("type = \"adam\"\nlr = 0.01", "type = \"sgd\"\nlr = 1000");
+    if (!validation) replace("validation_fraction", "limit_val_batches = 0\nvalidation_fraction");
+    return text;
+}
+
+}  // namespace
+
+TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
+    TempDir dir;
+    auto report = dir.path() / "r.json";
+    SECTION("in validation") {
+        auto config = dir.write("run.toml", diverging_config(true)).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: non-finite validation loss (nan) at fit 1 epoch 4\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+        CHECK(fit["failure"] == "non-finite validation loss (nan) at fit 1 epoch 4");
+        CHECK(fit["final_metrics"]["val_loss"].is_null());
+        CHECK(fit["epochs"].size() == 3);
+    }
+    SECTION("in training, where no validation looks first") {
+        auto config = dir.write("run.toml", diverging_config(false)).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: non-finite loss (nan) at fit 1 epoch 5 batch 1\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        CHECK(nlohmann::json::parse(test_support::read_file(report))["fits"][0]["failure"] ==
+              "non-finite loss (nan) at fit 1 epoch 5 batch 1");
+    }
 }

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <sstream>
 
 using Catch::Matchers::Contains;
@@ -142,4 +143,16 @@ TEST_CASE("inspect without a plugin is a usage error", "[cli][inspect]") {
     auto run = run_trainhost({"inspect"});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("plugin"));
+}
+
+TEST_CASE("inspect --json writes a plugin's bytes that are not UTF-8 as U+FFFD", "[cli][inspect]") {
+    auto run = run_trainhost({"inspect", "--json", test_plugin("test_leaky")});
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.err.empty());
+    const auto json = nlohmann::json::parse(run.out);
+    const auto options = json["options"];
+    const auto option = std::find_if(options.begin(), options.end(),
+                                     [](const auto& o) { return o["name"] == "invalid_utf8_tag"; });
+    REQUIRE(option != options.end());
+    CHECK((*option)["doc"] == "end the lease's tag with byte 0xFF, which is not UTF-8: \xEF\xBF\xBD");
 }

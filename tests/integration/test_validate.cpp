@@ -3,6 +3,7 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <set>
 #include <sstream>
 
@@ -111,4 +112,41 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     auto missing = run_trainhost({"validate", "no_such_plugin"});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.out, Contains("FAIL  metadata") && Contains("plugin 'no_such_plugin' not found"));
+}
+
+TEST_CASE("a --junit path that cannot be written is a usage error before any test runs", "[validate]") {
+    TempDir dir;
+    SECTION("a directory that does not exist") {
+        auto junit = dir.path() / "missing" / "j.xml";
+        auto run = run_trainhost({"validate", "progress", "--junit", junit.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --junit " + junit.string() + ": directory " + (dir.path() / "missing").string() +
+                             " does not exist\n");
+        CHECK(run.out.empty());
+    }
+    SECTION("a directory as the path") {
+        auto run = run_trainhost({"validate", "progress", "--junit", dir.path().string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --junit " + dir.path().string() + ": is a directory\n");
+        CHECK(run.out.empty());
+    }
+}
+
+TEST_CASE("a JUnit file lost at the end keeps the summary and exits 1", "[validate]") {
+    TempDir dir;
+    // Each '&' in the plugin's path is five bytes in every <testcase> of the XML and
+    // one in the single line that names it on stdout: under a file-size limit (with
+    // SIGXFSZ ignored, so the write fails with EFBIG) the output fits and the XML not.
+    auto plugin = dir.path() / (std::string(200, '&') + ".so");
+    std::filesystem::copy_file(test_plugin("test_recorder"), plugin);
+    auto junit = dir.path() / "j.xml";
+    auto temporary = junit;
+    temporary += ".tmp";
+    auto run = run_trainhost({"validate", plugin.string(), "--strictness", "1", "--junit", junit.string()},
+                             "trap '' XFSZ; ulimit -f 2");
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("validate: 2 passed, 0 failed, 0 skipped"));
+    CHECK(run.err == "error: --junit " + junit.string() + ": cannot write " + temporary.string() + ": File too large\n");
+    CHECK(!std::filesystem::exists(junit));
+    CHECK(!std::filesystem::exists(temporary));
 }

@@ -15,10 +15,13 @@ public:
         {"scope", TH_OPTION_STRING, "\"fit\"", "step, epoch or fit"},
         {"hook", TH_OPTION_STRING, "\"setup\"", "setup or batch_start: where to acquire"},
         {"double_free", TH_OPTION_BOOL, "false", "instead of leaking, release the same handle twice"},
+        // This doc ends with that byte too, for `inspect --json`.
+        {"invalid_utf8_tag", TH_OPTION_BOOL, "false", "end the lease's tag with byte 0xFF, which is not UTF-8: \xFF"},
     };
     Leaky(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), hook_(options.get_string("hook")),
-          double_free_(options.get_bool("double_free")) {
+          double_free_(options.get_bool("double_free")),
+          tag_(options.get_bool("invalid_utf8_tag") ? "forgotten\xFF" : "forgotten") {
         const std::string scope = options.get_string("scope");
         scope_ = scope == "step" ? TH_SCOPE_STEP : scope == "epoch" ? TH_SCOPE_EPOCH : TH_SCOPE_FIT;
     }
@@ -36,8 +39,8 @@ private:
         const auto& api = ctx.link().api();
         // The raw C API, as a plugin that forgets RAII would use it.
         th_handle handle{};
-        ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, bytes_, scope_, "forgotten", &handle),
-                         "acquire");
+        ctx.link().check(
+            api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, bytes_, scope_, tag_.c_str(), &handle), "acquire");
         if (double_free_) {
             ctx.link().check(api.release(ctx.link().host(), handle, bytes_), "release");
             // The second release must be refused and counted, not crash.
@@ -49,6 +52,7 @@ private:
     std::uint64_t bytes_;
     std::string hook_;
     bool double_free_;
+    std::string tag_;
     th_scope scope_ = TH_SCOPE_FIT;
     bool taken_ = false;
 };
