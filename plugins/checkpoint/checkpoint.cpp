@@ -145,9 +145,7 @@ private:
         double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
         bool maximize = true;
         if (!monitor_.empty()) {
-            auto value = ctx.metric(monitor_);
-            if (!value) throw std::runtime_error("monitored metric '" + monitor_ + "' does not exist (yet)");
-            score = *value;
+            score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
         }
         const auto better = [&](double a, double b) { return maximize ? a > b : a < b; };
@@ -155,9 +153,7 @@ private:
                                                           (std::isfinite(score) && better(score, worst().score))));
         if (keep) {
             const std::string name = expand_filename(filename_, state.epoch, state.global_step, [&](const std::string& key) {
-                auto value = ctx.metric(key);
-                if (!value) throw std::runtime_error("filename uses metric '" + key + "', which does not exist");
-                return *value;
+                return ctx.named_metric(key, "filename's metric");
             });
             const std::string path = (std::filesystem::path(dirpath_) / (name + ".safetensors")).string();
             ctx.save_checkpoint(path, weights_only_);
