@@ -35,7 +35,7 @@ LayerSpec read_layer(const toml::table& table, std::size_t index, const std::fil
     } else if (layer.type == "dropout") {
         layer.rate = reader.number_in("rate", 0.5, 0.0, 0.99);
     }
-    reader.reject_unknown_keys();
+    reader.reject_unknown_keys(fmt::format("a {} layer", layer.type));
     return layer;
 }
 

@@ -145,12 +145,14 @@ std::string TableReader::one_of(std::string_view key, std::string fallback, cons
     return value;
 }
 
-void TableReader::reject_unknown_keys() const {
+void TableReader::reject_unknown_keys(std::string_view accepted_by) const {
     for (const auto& [key, node] : table_) {
         if (known_.contains(std::string(key.str()))) continue;
         auto suggestion = nearest(key.str(), known_);
-        throw ConfigError(fmt::format("{}: unknown key '{}' in {}{}", source_position(file_, key.source()), key.str(),
-                                      where_, suggestion ? fmt::format("; did you mean '{}'?", *suggestion) : ""));
+        throw ConfigError(fmt::format("{}: unknown key '{}' in {}{}{}", source_position(file_, key.source()), key.str(),
+                                      where_,
+                                      accepted_by.empty() ? "" : fmt::format(" ({} takes: {})", accepted_by, fmt::join(known_, ", ")),
+                                      suggestion ? fmt::format("; did you mean '{}'?", *suggestion) : ""));
     }
 }
 

@@ -38,8 +38,10 @@ public:
     [[nodiscard]] double number_in(std::string_view key, double fallback, double min, double max);
     [[nodiscard]] std::string one_of(std::string_view key, std::string fallback, const std::set<std::string>& allowed);
 
-    // Throws ConfigError for the first key that no accessor asked for.
-    void reject_unknown_keys() const;
+    // Throws ConfigError for the first key that no accessor asked for. With `accepted_by`
+    // ("a dropout layer"), the message also lists the keys asked for: for a table whose
+    // keys depend on a value in it, the user cannot look them up by the table's name.
+    void reject_unknown_keys(std::string_view accepted_by = {}) const;
 
     [[nodiscard]] const std::string& where() const noexcept { return where_; }
     [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }

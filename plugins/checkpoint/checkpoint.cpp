@@ -21,6 +21,41 @@ struct Kept {
     std::string path;
 };
 
+// "{epoch}-{val_loss:.4f}" -> "3-0.2871". `metric(name)` gives a metric's value; the
+// constructor passes one that answers for any name, so that every syntax mistake
+// surfaces there, through this same code, before the fit.
+template <typename MetricOf>
+std::string expand_filename(const std::string& pattern, std::uint32_t epoch, std::uint64_t step, MetricOf&& metric) {
+    std::string out;
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+        if (pattern[i] != '{') {
+            out += pattern[i];
+            continue;
+        }
+        const std::size_t close = pattern.find('}', i);
+        if (close == std::string::npos) throw std::invalid_argument("filename has an unclosed '{': " + pattern);
+        std::string field = pattern.substr(i + 1, close - i - 1);
+        int precision = 4;
+        if (auto colon = field.find(':'); colon != std::string::npos) {
+            const std::string spec = field.substr(colon + 1);
+            const std::string digits = spec.size() >= 3 ? spec.substr(1, spec.size() - 2) : "";
+            if (digits.empty() || spec.front() != '.' || spec.back() != 'f' || digits.size() > 2 ||
+                digits.find_first_not_of("0123456789") != std::string::npos)
+                throw std::invalid_argument("filename format '" + spec + "' in '{" + field + "}' is not like .4f");
+            precision = std::stoi(digits);
+            field.resize(colon);
+        }
+        if (field.empty()) throw std::invalid_argument("filename has a field with no name: " + pattern);
+        char text[512];  // a double's 309 digits and 99 decimals
+        if (field == "epoch") std::snprintf(text, sizeof text, "%u", epoch);
+        else if (field == "step") std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(step));
+        else std::snprintf(text, sizeof text, "%.*f", precision, metric(field));
+        out += text;
+        i = close;
+    }
+    return out;
+}
+
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
@@ -59,6 +94,11 @@ public:
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
+        try {
+            (void)expand_filename(filename_, 0, 0, [](const std::string&) { return 0.0; });
+        } catch (const std::invalid_argument& e) {
+            throw trainhost::sdk::OptionError(e.what());
+        }
     }
 
     void on_batch_end(Context& ctx) override {
@@ -107,16 +147,17 @@ private:
         double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
         bool maximize = true;
         if (!monitor_.empty()) {
-            auto value = ctx.metric(monitor_);
-            if (!value) throw std::runtime_error("monitored metric '" + monitor_ + "' does not exist (yet)");
-            score = *value;
+            score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
         }
         const auto better = [&](double a, double b) { return maximize ? a > b : a < b; };
         const bool keep = top_k_ == -1 || (top_k_ > 0 && (static_cast<std::int64_t>(kept_.size()) < top_k_ ||
                                                           (std::isfinite(score) && better(score, worst().score))));
         if (keep) {
-            const std::string path = (std::filesystem::path(dirpath_) / (expand(ctx, state) + ".safetensors")).string();
+            const std::string name = expand_filename(filename_, state.epoch, state.global_step, [&](const std::string& key) {
+                return ctx.named_metric(key, "filename's metric");
+            });
+            const std::string path = (std::filesystem::path(dirpath_) / (name + ".safetensors")).string();
             ctx.save_checkpoint(path, weights_only_);
             std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
             kept_.push_back({score, path});
@@ -144,39 +185,6 @@ private:
         return *std::max_element(kept_.begin(), kept_.end(), [&](const Kept& a, const Kept& b) {
             return maximize_ ? a.score < b.score : a.score > b.score;
         });
-    }
-
-    // "{epoch}-{val_loss:.4f}" -> "3-0.2871"
-    [[nodiscard]] std::string expand(Context& ctx, const trainhost::sdk::TrainState& state) const {
-        std::string out;
-        for (std::size_t i = 0; i < filename_.size(); ++i) {
-            if (filename_[i] != '{') {
-                out += filename_[i];
-                continue;
-            }
-            const std::size_t close = filename_.find('}', i);
-            if (close == std::string::npos) throw std::invalid_argument("filename has an unclosed '{': " + filename_);
-            std::string field = filename_.substr(i + 1, close - i - 1);
-            int precision = -1;
-            if (auto colon = field.find(':'); colon != std::string::npos) {
-                const std::string spec = field.substr(colon + 1);
-                if (spec.size() < 3 || spec[0] != '.' || spec.back() != 'f')
-                    throw std::invalid_argument("filename format '" + spec + "' is not like .4f");
-                precision = std::stoi(spec.substr(1, spec.size() - 2));
-                field.resize(colon);
-            }
-            char text[64];
-            if (field == "epoch") std::snprintf(text, sizeof text, "%u", state.epoch);
-            else if (field == "step") std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(state.global_step));
-            else {
-                auto value = ctx.metric(field);
-                if (!value) throw std::runtime_error("filename uses metric '" + field + "', which does not exist");
-                std::snprintf(text, sizeof text, "%.*f", precision < 0 ? 4 : precision, *value);
-            }
-            out += text;
-            i = close;
-        }
-        return out;
     }
 
     std::string dirpath_;

@@ -8,7 +8,6 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
-#include <stdexcept>
 #include <string>
 
 namespace {
@@ -52,10 +51,8 @@ public:
     }
 
     void on_epoch_end(Context& ctx) override {
-        auto value = ctx.metric(monitor_);
-        if (!value)
-            throw std::runtime_error("monitored metric '" + monitor_ + "' does not exist (is there a validation split?)");
-        const double v = *value;
+        // Metrics appear only during the fit, so a misspelt monitor is caught here.
+        const double v = ctx.named_metric(monitor_, "monitored metric");
         const auto epoch = ctx.state().epoch;
         if (check_finite_ && !std::isfinite(v)) {
             ctx.request_stop(monitor_ + " = " + std::to_string(v) + " is not finite");

@@ -4,12 +4,27 @@
 // the model every epoch behind the optimizer's back).
 #include <trainhost/sdk.hpp>
 
-#include <stdexcept>
+#include <algorithm>
 #include <string>
+#include <string_view>
 
 namespace {
 
 using trainhost::sdk::Context;
+
+// The host's grammar for device names (auto, cpu, cpu:N, cuda, cuda:N), so a typo
+// fails before training instead of at the first move. Whether cuda:3 exists is only
+// known to the host, at the move.
+bool is_device_name(std::string_view name) {
+    if (name == "auto" || name == "cpu" || name == "cuda") return true;
+    for (std::string_view prefix : {"cpu:", "cuda:"}) {
+        if (!name.starts_with(prefix)) continue;
+        const std::string_view ordinal = name.substr(prefix.size());
+        return !ordinal.empty() && ordinal.size() <= 3 &&
+               std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
+    }
+    return false;
+}
 
 class ToGpu final : public trainhost::sdk::Callback {
 public:
@@ -28,7 +43,8 @@ public:
         const std::string when = options.get_string("when");
         if (when != "once" && when != "every_epoch")
             throw trainhost::sdk::OptionError("when must be once or every_epoch, not '" + when + "'");
-        if (target_.empty()) throw trainhost::sdk::OptionError("target must name a device");
+        if (!is_device_name(target_))
+            throw trainhost::sdk::OptionError("target \"" + target_ + "\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)");
     }
 
     void on_to_device(Context& ctx) override { ctx.move_model(target_); }

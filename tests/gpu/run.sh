@@ -110,7 +110,10 @@ print(f"{sys.argv[2]:<22} {'flat' if len(ends) <= 1 else 'GROWS'}  after teardow
 sys.exit(0 if ok else 1)
 PY
 }
-scenario togpu_every_epoch --config examples/failures/togpu_every_epoch.toml --plugins=togpu --epochs 10 --device cpu --verbose
+# The example moves to a second CPU device; here the move is to the GPU, from home on the CPU.
+sed 's/^target = "cpu:1"$/target = "cuda"/' examples/failures/togpu_every_epoch.toml >"$logs/togpu_every_epoch.toml"
+grep -q '^target = "cuda"$' "$logs/togpu_every_epoch.toml" || fail "togpu_every_epoch.toml: no target line to point at the GPU"
+scenario togpu_every_epoch --config "$logs/togpu_every_epoch.toml" --plugins=togpu --epochs 10 --device cpu --verbose
 grep -q "moved the model from cpu:0 to cuda:0" "$logs/togpu_every_epoch.log" || fail "togpu_every_epoch never moved to cuda:0"
 scenario forward_loop --config examples/failures/forward_loop.toml --device cuda
 scenario teardown --config examples/failures/teardown.toml --device cuda --plugins=early_stopping,progress

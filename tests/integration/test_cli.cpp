@@ -128,6 +128,15 @@ TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("typo.toml:") && Contains("unknown key 'lrr' in [optimizer]; did you mean 'lr'?"));
     }
+    SECTION("an unknown layer key lists the layer's keys") {
+        std::string text = tiny_config();
+        text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"dropout\", p = 0.5 }");
+        auto file = dir.write("layer.toml", text);
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("layer.toml:14:") &&
+                                Contains("unknown key 'p' in [[model.layers]] #2 (a dropout layer takes: rate, type)\n"));
+    }
     SECTION("wrong type") {
         auto file = dir.write("type.toml", "epochs = \"three\"\n" + tiny_config().substr(tiny_config().find("\n[data]")));
         auto run = run_trainhost({"--config", file.string()});

@@ -235,11 +235,16 @@ TEST_CASE("the failure scenarios run clean", "[contract][scenarios]") {
         // Adam's state existed during the fit: the core's peak covers it.
         CHECK(json["owners"][0]["peak_bytes_in_use"].get<std::uint64_t>() > 0);
     }
-    SECTION("togpu_every_epoch: identical bytes in use at every epoch end (3 of its 50 epochs here)") {
+    SECTION("togpu_every_epoch: one real move, then identical bytes in use at every epoch end (3 of its 50 epochs here)") {
         TempDir dir;
         auto run = run_trainhost(with_report(dir, {"--config", root + "togpu_every_epoch.toml", "--plugins=togpu",
-                                                   "--epochs", "3"}));
+                                                   "--epochs", "3", "--device", "cpu", "--verbose"}));
         REQUIRE(run.exit_code == 0);
+        // The first epoch start moves the model; the later requests find it there.
+        const std::string moved = "moved the model from cpu:0 to cpu:1\n";
+        REQUIRE(run.out.find(moved) != std::string::npos);
+        CHECK(run.out.find("moved the model", run.out.find(moved) + moved.size()) == std::string::npos);
+        CHECK(report_of(dir)["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
         auto epochs = report_of(dir)["fits"][0]["epochs"];
         REQUIRE(epochs.size() == 3);
         for (const auto& epoch : epochs) CHECK(epoch["memory"]["bytes_in_use"] == epochs[0]["memory"]["bytes_in_use"]);

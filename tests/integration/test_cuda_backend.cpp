@@ -70,9 +70,15 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
     CHECK(fit["predict_memory"]["after_first_pass"]["bytes_reserved"] ==
           fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
     CHECK(fit["unaccounted_device_bytes"]["cuda:0"] == 0);
-    // Home on the CPU, so that togpu really moves the model to the GPU (at epoch 1).
-    auto togpu = run_trainhost({"--config", root + "togpu_every_epoch.toml", "--plugins=togpu", "--epochs", "5",
-                                "--device", "cpu", "--verbose", "--report", (dir.path() / "togpu.json").string()});
+    // Home on the CPU and the example's target (a second CPU device) pointed at the
+    // GPU, so that togpu really moves the model to the GPU (at epoch 1).
+    std::string scenario = test_support::read_file(root + "togpu_every_epoch.toml");
+    const std::string cpu_target = "target = \"cpu:1\"";
+    REQUIRE(scenario.find(cpu_target) != std::string::npos);
+    scenario.replace(scenario.find(cpu_target), cpu_target.size(), "target = \"cuda\"");
+    auto togpu = run_trainhost({"--config", dir.write("togpu_every_epoch.toml", scenario).string(), "--plugins=togpu",
+                                "--epochs", "5", "--device", "cpu", "--verbose", "--report",
+                                (dir.path() / "togpu.json").string()});
     REQUIRE(togpu.exit_code == 0);
     CHECK_THAT(togpu.out, Contains("moved the model from cpu:0 to cuda:0"));
     const auto epochs = report(dir, "togpu.json")["fits"][0]["epochs"];

@@ -55,6 +55,22 @@ TEST_CASE("config errors point at the spot", "[config]") {
     CHECK_THROWS_AS(parse_run_config("[[[", "r.toml"), ConfigError);
 }
 
+TEST_CASE("an unknown layer key lists the keys of that layer type", "[config]") {
+    const auto layers = [](const std::string& second) {
+        return "[model]\nlayers = [ { type = \"flatten\" }, " + second + " ]\n";
+    };
+    CHECK_THROWS_WITH(parse_run_config(layers("{ type = \"dropout\", p = 0.5 }"), "r.toml"),
+                      "r.toml:2:54: unknown key 'p' in [[model.layers]] #2 (a dropout layer takes: rate, type)");
+    CHECK_THROWS_WITH(parse_run_config(layers("{ type = \"dense\", units = 10, unit = 3 }"), "r.toml"),
+                      "r.toml:2:64: unknown key 'unit' in [[model.layers]] #2 (a dense layer takes: type, units); "
+                      "did you mean 'units'?");
+    CHECK_THROWS_WITH(parse_run_config(layers("{ type = \"relu\", units = 10 }"), "r.toml"),
+                      "r.toml:2:51: unknown key 'units' in [[model.layers]] #2 (a relu layer takes: type)");
+    CHECK_THROWS_WITH(parse_run_config(layers("{ type = \"max_pool2d\", size = 2 }"), "r.toml"),
+                      "r.toml:2:57: unknown key 'size' in [[model.layers]] #2 (a max_pool2d layer takes: kernel, stride, "
+                      "type)");
+}
+
 TEST_CASE("suggestions only for plausible typos", "[config]") {
     using trainhost::config::nearest;
     CHECK(nearest("patiense", {"patience", "monitor"}) == "patience");
