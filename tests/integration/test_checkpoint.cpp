@@ -432,7 +432,7 @@ TEST_CASE("a checkpoint with a non-finite weight is refused and state for an abs
     CHECK_THAT(directory.err, Contains(dir.path().string() + ": is a directory, not a checkpoint file"));
 }
 
-TEST_CASE("--weights starts each fit from a checkpoint's parameters alone and predicts with them", "[checkpoint][weights]") {
+TEST_CASE("each fit starts from a checkpoint's parameters alone with --weights and predicts with them", "[checkpoint][weights]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
     auto trained = dir.write("trained.toml", tiny_config(3, checkpoint_table(ckpt, "weights_only = true\n")));
