@@ -42,6 +42,48 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     CHECK_THAT(shape.err, Contains("[model] the last layer has width 5, but the data needs 8 outputs"));
 }
 
+TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const std::string usage = "\n(run trainhost --help for usage)\n";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--epochs", "-1"}, "--epochs: Value -1 not in range 0 to 1000000"},
+        {{"--epochs", "1000001"}, "--epochs: Value 1000001 not in range 0 to 1000000"},
+        {{"--epochs", "x"}, "--epochs: Value x not in range 0 to 1000000"},
+        {{"--repeat", "0"}, "--repeat: Value 0 not in range 1 to 100000"},
+        {{"--repeat", "x"}, "--repeat: Value x not in range 1 to 100000"},
+        {{"--seed", "x"}, "Could not convert: --seed = x"},
+        {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
+        {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
+    };
+    for (const auto& [arguments, message] : cases) {
+        DYNAMIC_SECTION(arguments[0] << " " << arguments[1]) {
+            std::vector<std::string> all = {"--config", config};
+            all.insert(all.end(), arguments.begin(), arguments.end());
+            auto run = run_trainhost(all);
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: " + message + usage);
+            CHECK(run.out.empty());
+        }
+    }
+    SECTION("a device this run lacks") {
+        auto run = run_trainhost({"--config", config, "--device", "cpu:9"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --device cpu:9: no device 'cpu:9' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
+    }
+}
+
+TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
+    TempDir dir;
+    auto directory = run_trainhost({"--config", dir.path().string()});
+    CHECK(directory.exit_code == 1);
+    CHECK(directory.err == "error: --config: File is actually a directory: " + dir.path().string() +
+                               "\n(run trainhost --help for usage)\n");
+    auto empty = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--plugins="});
+    CHECK(empty.exit_code == 1);
+    CHECK(empty.err == "error: --plugins: 1 required TEXT missing\n(run trainhost --help for usage)\n");
+}
+
 TEST_CASE("policy ignore does not fail the run but still reclaims at destroy", "[cli][ledger]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"ignore\"\n")).string();
