@@ -84,6 +84,37 @@ TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[
     CHECK(empty.err == "error: --plugins: 1 required TEXT missing\n(run trainhost --help for usage)\n");
 }
 
+TEST_CASE("the data and the model must fit each other", "[cli][config]") {
+    TempDir dir;
+    SECTION("a training split left empty by the validation fraction") {
+        std::string text = tiny_config();
+        text.replace(text.find("samples = 40"), 12, "samples = 1");
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.9");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: [data] the training split is empty\n");
+    }
+    SECTION("a classification loss on data without labels") {
+        std::string text = tiny_config();
+        const std::string loss = "loss = \"bce_with_logits\"";
+        text.replace(text.find(loss), loss.size(), "loss = \"cross_entropy\"");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, StartsWith("error: [model] loss cross_entropy does not fit dataset synthetic_autoencoder\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+    SECTION("conv2d on flat samples") {
+        std::string text = tiny_config();
+        const std::string dense = "{ type = \"dense\", units = 4 }";
+        text.replace(text.find(dense), dense.size(), "{ type = \"conv2d\", channels = 2 }");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, StartsWith("error: [model] layer 1 (conv2d) needs samples shaped [channels, height, width], "
+                                       "not 1 dimension(s)\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+}
+
 TEST_CASE("policy ignore does not fail the run but still reclaims at destroy", "[cli][ledger]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"ignore\"\n")).string();
