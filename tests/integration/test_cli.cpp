@@ -183,6 +183,25 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"));
     }
+    SECTION("create() that succeeds without an instance") {
+        auto config_no = dir.write("none.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"no_instance\"\n")).string();
+        auto run = run_trainhost({"--config", config_no, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: create() returned no instance\n"));
+    }
+    SECTION("create() that fails without a message") {
+        auto silent = dir.write("silent.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"silent\"\n")).string();
+        auto run = run_trainhost({"--config", silent, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: create() failed without a message\n"));
+    }
+    SECTION("create() whose message fills its 512 bytes without a terminator") {
+        auto long_message = dir.write("long.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"unterminated\"\n")).string();
+        auto run = run_trainhost({"--config", long_message, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        // Exactly the 512 bytes, nothing read past them.
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: " + std::string(512, 'x') + "\n"));
+    }
     SECTION("the same plugin twice") {
         auto run = run_trainhost({"--config", config, "--plugins=progress,progress"});
         CHECK(run.exit_code == 2);
