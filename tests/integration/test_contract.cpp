@@ -164,6 +164,36 @@ TEST_CASE("misuse is refused, counted and fails the run, never crashes", "[contr
     }
 }
 
+TEST_CASE("a freed or foreign or made-up handle is refused as its own misuse kind", "[contract][misuse]") {
+    struct Case {
+        std::string misuse;
+        std::string detail_start;  // the lease id of a freed or foreign lease depends on the core's allocations
+        std::string detail_end;
+    };
+    const std::vector<Case> cases = {
+        {"use_after_free", "access of lease ", ", which was already released"},
+        {"foreign_handle", "access of lease ", ", which belongs to core"},
+        {"unknown_handle", "access of lease 1000000", ", which does not exist"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.misuse) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"" + c.misuse + "\"\n"));
+            auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_misuser")}));
+            CHECK(run.exit_code == 3);
+            CHECK_THAT(run.err, Contains("misuse: plugin=test_misuser kind=" + c.misuse + " phase=setup id=") &&
+                                    Contains(" detail=" + c.detail_start) && Contains(c.detail_end + "\n"));
+            CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("1 misuse") &&
+                                            EndsWith("test_misuser " + c.misuse));
+            auto violations = report_of(dir)["violations"];
+            REQUIRE(violations.size() == 1);
+            CHECK(violations[0]["plugin"] == "test_misuser");
+            CHECK(violations[0]["kind"] == c.misuse);
+            CHECK_THAT(violations[0]["detail"].get<std::string>(), StartsWith(c.detail_start) && EndsWith(c.detail_end));
+        }
+    }
+}
+
 TEST_CASE("a reclaimed handle is an error for the plugin, not a crash", "[contract][misuse]") {
     TempDir dir;
     // 3 epochs of 2 batches: each batch after the first uses the lease reclaimed at the last batch_end.
