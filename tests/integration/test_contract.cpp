@@ -226,6 +226,30 @@ TEST_CASE("a plugin over its device_memory_limit is refused with the top holders
     CHECK_THAT(refused.err, Contains("bad.toml:") && Contains("\"lots\" is not a size"));
 }
 
+TEST_CASE("a device_memory_limit of nothing or of a negative or fractional count is refused where it is written",
+          "[contract][budget]") {
+    // tiny_config is 18 lines, then a blank one, the table's and the limit's: its value starts at 21:23.
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"0", "a limit must be positive"},
+        {"-1", "a limit must be positive"},
+        {"\"0B\"", "\"0B\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"\"0.5B\"", "a limit must be at least one byte"},
+        {"\"-1MiB\"", "\"-1MiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"1.5", "expected a string, found a float"},
+    };
+    for (const auto& [value, message] : cases) {
+        DYNAMIC_SECTION(value) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\ndevice_memory_limit = " + value + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ":21:23: [plugins.test_misuser] device_memory_limit: " +
+                                         message));
+            CHECK(run.out.find("resources:") == std::string::npos);  // refused before any fit
+        }
+    }
+}
+
 TEST_CASE("allocation stacks are printed on request", "[contract][stacks]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\nallocation_stacks = true\n"));
