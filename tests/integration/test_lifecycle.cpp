@@ -126,3 +126,22 @@ TEST_CASE("a plugin that throws in on_exception too fails the run with both erro
     CHECK(std::count(lines.begin(), lines.end(), "test_thrower:teardown") == 1);
     CHECK(std::count(lines.begin(), lines.end(), "test_thrower:destroy") == 1);
 }
+
+TEST_CASE("early_stopping refuses a bad mode or an empty monitor or a negative patience", "[lifecycle][plugins][options]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"mode = \"median\"", "mode must be min or max, not 'median'"},
+        {"monitor = \"\"", "monitor must name a metric"},
+        {"patience = -1", "patience must be >= 0"},
+    };
+    for (const auto& [options, message] : cases) {
+        DYNAMIC_SECTION(options) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\n" + options + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ": [plugins.early_stopping]: the plugin refused its "
+                                         "options: " + message + "\n"));
+            CHECK_THAT(run.out, !Contains("epoch 1"));
+        }
+    }
+}
