@@ -23,6 +23,7 @@
 #include "data/idx_reader.hpp"
 #include "data/random.hpp"
 #include "data/synthetic.hpp"
+#include "integration/process.hpp"
 
 namespace fs = std::filesystem;
 using trainhost::data::DataError;
@@ -494,4 +495,83 @@ TEST_CASE("Fashion-MNIST from the Debian package loads", "[data][idx][fashion-mn
     const auto test = trainhost::data::load_idx_classification(dir, "t10k");
     CHECK(test.count == 10000);
     CHECK(test.labels.size() == 10000);
+}
+
+namespace {
+
+// A run on Fashion-MNIST-shaped IDX files in `dir`: 8 training images of 2x3 pixels.
+std::string idx_run_config(const fs::path& dir, const std::string& model = "{ type = \"flatten\" }, { type = \"dense\", units = 10 }") {
+    return "seed = 7\nepochs = 1\n\n[data]\ndataset = \"fashion_mnist\"\npath = \"" + dir.string() +
+           "\"\nbatch_size = 4\nvalidation_fraction = 0.25\ntest = false\n\n[model]\nlayers = [ " + model + " ]\n";
+}
+
+void write_idx_pair(const fs::path& dir, const std::vector<std::uint8_t>& labels) {
+    const auto count = static_cast<std::uint32_t>(labels.size());
+    write_gz(dir / "train-images-idx3-ubyte.gz", idx_bytes(0x00000803, {count, 2, 3}, random_bytes(count * 6, 61)));
+    write_gz(dir / "train-labels-idx1-ubyte.gz", idx_bytes(0x00000801, {count}, labels));
+}
+
+test_support::RunResult run_on(const TempDir& dir, const std::string& config_text) {
+    std::ofstream(dir.path() / "run.toml") << config_text;
+    return test_support::run_trainhost({"--config", (dir.path() / "run.toml").string()});
+}
+
+}  // namespace
+
+TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[data][idx][cli]") {
+    TempDir dir;
+    const fs::path data = dir.path() / "data";
+    fs::create_directories(data);
+    const fs::path images = data / "train-images-idx3-ubyte.gz";
+    const fs::path labels = data / "train-labels-idx1-ubyte.gz";
+    const std::vector<std::uint8_t> good_labels{0, 1, 2, 3, 4, 5, 6, 9};
+    SECTION("the files are well formed: the run trains") {
+        write_idx_pair(data, good_labels);
+        auto run = run_on(dir, idx_run_config(data));
+        INFO(run.err);
+        CHECK(run.exit_code == 0);
+    }
+    SECTION("a missing image file") {
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + images.string() + ": file not found\n");
+    }
+    SECTION("a gzip file cut short") {
+        write_idx_pair(data, good_labels);
+        const auto whole = read_plain(images);
+        write_plain(images, std::vector<std::uint8_t>(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(whole.size() / 2)));
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Catch::StartsWith("error: data: " + images.string() + ": truncated") &&
+                                Catch::Contains("unexpected end of file"));
+    }
+    SECTION("a label outside the ten classes") {
+        write_idx_pair(data, {0, 1, 2, 10, 4, 5, 6, 9});
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + labels.string() + ": label 10 at index 3 is >= classes 10\n");
+    }
+    SECTION("the image and label files swapped") {
+        write_idx_pair(data, good_labels);
+        fs::rename(images, data / "swap");
+        fs::rename(labels, images);
+        fs::rename(data / "swap", labels);
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + images.string() +
+                             ": expected an IDX image file (magic 0x00000803), got magic 0x00000801\n");
+    }
+    SECTION("a regression loss on labelled images is a config error") {
+        write_idx_pair(data, good_labels);
+        auto run = run_on(dir, idx_run_config(data) + "loss = \"mse\"\n");
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Catch::StartsWith("error: [model] loss mse does not fit dataset fashion_mnist\n"));
+    }
+    SECTION("a conv2d kernel larger than the images is a config error") {
+        write_idx_pair(data, good_labels);
+        auto run = run_on(dir, idx_run_config(data, "{ type = \"conv2d\", channels = 2, kernel = 5 }, { type = \"flatten\" }, "
+                                                    "{ type = \"dense\", units = 10 }"));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Catch::StartsWith("error: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
+    }
 }

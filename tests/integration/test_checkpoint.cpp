@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "integration/process.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <limits>
@@ -472,4 +473,102 @@ TEST_CASE("each fit starts from a checkpoint's parameters alone with --weights a
     run = run_trainhost({"--config", dir.write("wider.toml", wider).string(), "--plugins=progress", "--weights", weights});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("parameter dense0.weight is F32 [4, 8] in the checkpoint, the model's is F32 [5, 8]"));
+}
+
+TEST_CASE("a plugin state that fails to save fails the fit and leaves no checkpoint", "[checkpoint][state]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt) + "\n[plugins.test_stateful]\nfail = \"save\"\n"));
+    auto run = run_trainhost({"--config", config.string(),
+                              "--plugins=" + test_support::test_plugin("test_stateful") + ",checkpoint"});
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("error: plugin 'checkpoint' failed in epoch_end: ") &&
+                            Contains("plugin 'test_stateful' failed to save its state: no room for the state of "
+                                     "test_stateful\n"));
+    CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
+    CHECK_THAT(run.last_line(), Contains("resources: clean"));
+    CHECK((!fs::exists(ckpt) || files_in(ckpt).empty()));
+}
+
+TEST_CASE("a resume is refused when a plugin's saved state is refused or of another version or missing", "[checkpoint][state]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string plugins = "--plugins=" + test_support::test_plugin("test_stateful") + ",checkpoint";
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", config.string(), plugins, "--epochs", "1"}).exit_code == 0);
+    const auto last = ckpt / "last.safetensors";
+    const auto data = trainhost::checkpoint::read_checkpoint(last);
+    REQUIRE(data.meta("plugin/test_stateful/state_version") != nullptr);
+    SECTION("load_state refuses") {
+        auto refusing = dir.write("refusing.toml", tiny_config(2, checkpoint_table(ckpt) + "\n[plugins.test_stateful]\n"
+                                                                                        "fail = \"load\"\n"));
+        auto run = run_trainhost({"--config", refusing.string(), plugins, "--resume", "last"});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + last.string() + ": plugin 'test_stateful' refused its saved state: saved "
+                                     "after 1 epoch(s), too old\n"));
+        CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
+    }
+    SECTION("a state of another version") {
+        auto forged = data;
+        forged.metadata["plugin/test_stateful/state_version"] = "2";
+        const auto file = dir.path() / "forged.safetensors";
+        trainhost::checkpoint::write_checkpoint(file, forged);
+        auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file.string() + ": plugin 'test_stateful' saved state version 2, this "
+                                     "build of it reads version 1\n"));
+    }
+    SECTION("a state without its version") {
+        auto forged = data;
+        forged.metadata.erase("plugin/test_stateful/state_version");
+        const auto file = dir.path() / "forged.safetensors";
+        trainhost::checkpoint::write_checkpoint(file, forged);
+        auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file.string() + ": checkpoint lacks 'plugin/test_stateful/state_version'\n"));
+    }
+    SECTION("no state at all: the plugin starts fresh with a warning") {
+        auto forged = data;
+        forged.tensors.erase(std::remove_if(forged.tensors.begin(), forged.tensors.end(),
+                                            [](const auto& t) { return t.name == "plugin/test_stateful"; }),
+                             forged.tensors.end());
+        const auto file = dir.path() / "forged.safetensors";
+        trainhost::checkpoint::write_checkpoint(file, forged);
+        auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("warning: " + file.string() + ": no state for plugin 'test_stateful'; it starts fresh\n"));
+    }
+}
+
+TEST_CASE("a checkpoint without a trainer counter or a random generator state is refused", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", dropout_config(2, checkpoint_table(ckpt)));
+    REQUIRE(run_trainhost({"--config", config.string(), "--epochs", "1"}).exit_code == 0);
+    const auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+    const auto file = dir.path() / "forged.safetensors";
+    for (const char* key : {"trainer.epoch", "trainer.epoch_complete", "trainer.global_step", "trainer.seed"}) {
+        DYNAMIC_SECTION("without " << key) {
+            auto forged = data;
+            REQUIRE(forged.metadata.erase(key) == 1);
+            trainhost::checkpoint::write_checkpoint(file, forged);
+            auto run = run_trainhost({"--config", config.string(), "--resume", file.string()});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + file.string() + ": checkpoint lacks '" + key + "'\n"));
+        }
+    }
+    SECTION("without the dropout layer's rng/ tensor") {
+        auto forged = data;
+        std::string name;
+        for (const auto& tensor : forged.tensors)
+            if (tensor.name.rfind("rng/", 0) == 0) name = tensor.name;
+        REQUIRE(!name.empty());
+        forged.tensors.erase(std::remove_if(forged.tensors.begin(), forged.tensors.end(),
+                                            [&](const auto& t) { return t.name == name; }),
+                             forged.tensors.end());
+        trainhost::checkpoint::write_checkpoint(file, forged);
+        auto run = run_trainhost({"--config", config.string(), "--resume", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
+    }
 }

@@ -102,6 +102,79 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     CHECK_THAT(shape.err, Contains("[model] the last layer has width 5, but the data needs 8 outputs"));
 }
 
+TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const std::string usage = "\n(run trainhost --help for usage)\n";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--epochs", "-1"}, "--epochs: Value -1 not in range 0 to 1000000"},
+        {{"--epochs", "1000001"}, "--epochs: Value 1000001 not in range 0 to 1000000"},
+        {{"--epochs", "x"}, "--epochs: Value x not in range 0 to 1000000"},
+        {{"--repeat", "0"}, "--repeat: Value 0 not in range 1 to 100000"},
+        {{"--repeat", "x"}, "--repeat: Value x not in range 1 to 100000"},
+        {{"--seed", "x"}, "Could not convert: --seed = x"},
+        {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
+        {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
+    };
+    for (const auto& [arguments, message] : cases) {
+        DYNAMIC_SECTION(arguments[0] << " " << arguments[1]) {
+            std::vector<std::string> all = {"--config", config};
+            all.insert(all.end(), arguments.begin(), arguments.end());
+            auto run = run_trainhost(all);
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: " + message + usage);
+            CHECK(run.out.empty());
+        }
+    }
+    SECTION("a device this run lacks") {
+        auto run = run_trainhost({"--config", config, "--device", "cpu:9"});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --device cpu:9: no device 'cpu:9' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
+    }
+}
+
+TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
+    TempDir dir;
+    auto directory = run_trainhost({"--config", dir.path().string()});
+    CHECK(directory.exit_code == 1);
+    CHECK(directory.err == "error: --config: File is actually a directory: " + dir.path().string() +
+                               "\n(run trainhost --help for usage)\n");
+    auto empty = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--plugins="});
+    CHECK(empty.exit_code == 1);
+    CHECK(empty.err == "error: --plugins: 1 required TEXT missing\n(run trainhost --help for usage)\n");
+}
+
+TEST_CASE("the data and the model must fit each other", "[cli][config]") {
+    TempDir dir;
+    SECTION("a training split left empty by the validation fraction") {
+        std::string text = tiny_config();
+        text.replace(text.find("samples = 40"), 12, "samples = 1");
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.9");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: [data] the training split is empty\n");
+    }
+    SECTION("a classification loss on data without labels") {
+        std::string text = tiny_config();
+        const std::string loss = "loss = \"bce_with_logits\"";
+        text.replace(text.find(loss), loss.size(), "loss = \"cross_entropy\"");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, StartsWith("error: [model] loss cross_entropy does not fit dataset synthetic_autoencoder\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+    SECTION("conv2d on flat samples") {
+        std::string text = tiny_config();
+        const std::string dense = "{ type = \"dense\", units = 4 }";
+        text.replace(text.find(dense), dense.size(), "{ type = \"conv2d\", channels = 2 }");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, StartsWith("error: [model] layer 1 (conv2d) needs samples shaped [channels, height, width], "
+                                       "not 1 dimension(s)\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+}
+
 TEST_CASE("policy ignore does not fail the run but still reclaims at destroy", "[cli][ledger]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"ignore\"\n")).string();
@@ -185,6 +258,25 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"));
+    }
+    SECTION("create() that succeeds without an instance") {
+        auto config_no = dir.write("none.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"no_instance\"\n")).string();
+        auto run = run_trainhost({"--config", config_no, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: create() returned no instance\n"));
+    }
+    SECTION("create() that fails without a message") {
+        auto silent = dir.write("silent.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"silent\"\n")).string();
+        auto run = run_trainhost({"--config", silent, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: create() failed without a message\n"));
+    }
+    SECTION("create() whose message fills its 512 bytes without a terminator") {
+        auto long_message = dir.write("long.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"unterminated\"\n")).string();
+        auto run = run_trainhost({"--config", long_message, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        // Exactly the 512 bytes, nothing read past them.
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: " + std::string(512, 'x') + "\n"));
     }
     SECTION("the same plugin twice") {
         auto run = run_trainhost({"--config", config, "--plugins=progress,progress"});

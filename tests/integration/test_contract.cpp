@@ -164,6 +164,36 @@ TEST_CASE("misuse is refused, counted and fails the run, never crashes", "[contr
     }
 }
 
+TEST_CASE("a freed or foreign or made-up handle is refused as its own misuse kind", "[contract][misuse]") {
+    struct Case {
+        std::string misuse;
+        std::string detail_start;  // the lease id of a freed or foreign lease depends on the core's allocations
+        std::string detail_end;
+    };
+    const std::vector<Case> cases = {
+        {"use_after_free", "access of lease ", ", which was already released"},
+        {"foreign_handle", "access of lease ", ", which belongs to core"},
+        {"unknown_handle", "access of lease 1000000", ", which does not exist"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.misuse) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"" + c.misuse + "\"\n"));
+            auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_misuser")}));
+            CHECK(run.exit_code == 3);
+            CHECK_THAT(run.err, Contains("misuse: plugin=test_misuser kind=" + c.misuse + " phase=setup id=") &&
+                                    Contains(" detail=" + c.detail_start) && Contains(c.detail_end + "\n"));
+            CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("1 misuse") &&
+                                            EndsWith("test_misuser " + c.misuse));
+            auto violations = report_of(dir)["violations"];
+            REQUIRE(violations.size() == 1);
+            CHECK(violations[0]["plugin"] == "test_misuser");
+            CHECK(violations[0]["kind"] == c.misuse);
+            CHECK_THAT(violations[0]["detail"].get<std::string>(), StartsWith(c.detail_start) && EndsWith(c.detail_end));
+        }
+    }
+}
+
 TEST_CASE("a reclaimed handle is an error for the plugin, not a crash", "[contract][misuse]") {
     TempDir dir;
     // 3 epochs of 2 batches: each batch after the first uses the lease reclaimed at the last batch_end.
@@ -194,6 +224,30 @@ TEST_CASE("a plugin over its device_memory_limit is refused with the top holders
     auto refused = run_trainhost({"--config", bad.string(), "--plugins=" + test_plugin("test_misuser")});
     CHECK(refused.exit_code == 1);
     CHECK_THAT(refused.err, Contains("bad.toml:") && Contains("\"lots\" is not a size"));
+}
+
+TEST_CASE("a device_memory_limit of nothing or of a negative or fractional count is refused where it is written",
+          "[contract][budget]") {
+    // tiny_config is 18 lines, then a blank one, the table's and the limit's: its value starts at 21:23.
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"0", "a limit must be positive"},
+        {"-1", "a limit must be positive"},
+        {"\"0B\"", "\"0B\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"\"0.5B\"", "a limit must be at least one byte"},
+        {"\"-1MiB\"", "\"-1MiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"1.5", "expected a string, found a float"},
+    };
+    for (const auto& [value, message] : cases) {
+        DYNAMIC_SECTION(value) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\ndevice_memory_limit = " + value + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ":21:23: [plugins.test_misuser] device_memory_limit: " +
+                                         message));
+            CHECK(run.out.find("resources:") == std::string::npos);  // refused before any fit
+        }
+    }
 }
 
 TEST_CASE("allocation stacks are printed on request", "[contract][stacks]") {

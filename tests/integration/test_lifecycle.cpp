@@ -125,3 +125,40 @@ TEST_CASE("a hook that breaks the hook contract fails the fit naming plugin and 
         }
     }
 }
+
+TEST_CASE("a plugin that throws in on_exception too fails the run with both errors printed", "[lifecycle][faults]") {
+    TempDir dir;
+    auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.test_thrower]\nfile = \"" + log.string() +
+                                                           "\"\nhook = \"epoch_end\"\nalso_in_exception = true\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+    CHECK(run.exit_code == 4);
+    const std::string first = "error: plugin 'test_thrower' failed in epoch_end: deliberate failure in epoch_end\n";
+    const std::string second = "error: plugin 'test_thrower' failed in exception: deliberate failure in exception too\n";
+    CHECK_THAT(run.err, Contains(first) && Contains(second));
+    CHECK(run.err.find(first) < run.err.find(second));
+    CHECK_THAT(run.last_line(), Contains("resources: clean"));
+    // The second failure does not stop teardown and destroy.
+    auto lines = test_support::lines_of(test_support::read_file(log));
+    CHECK(std::count(lines.begin(), lines.end(), "test_thrower:teardown") == 1);
+    CHECK(std::count(lines.begin(), lines.end(), "test_thrower:destroy") == 1);
+}
+
+TEST_CASE("early_stopping refuses a bad mode or an empty monitor or a negative patience", "[lifecycle][plugins][options]") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"mode = \"median\"", "mode must be min or max, not 'median'"},
+        {"monitor = \"\"", "monitor must name a metric"},
+        {"patience = -1", "patience must be >= 0"},
+    };
+    for (const auto& [options, message] : cases) {
+        DYNAMIC_SECTION(options) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\n" + options + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ": [plugins.early_stopping]: the plugin refused its "
+                                         "options: " + message + "\n"));
+            CHECK_THAT(run.out, !Contains("epoch 1"));
+        }
+    }
+}

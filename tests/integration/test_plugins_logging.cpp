@@ -242,3 +242,29 @@ TEST_CASE("memory_monitor warns when an owner's memory grows between epochs", "[
         CHECK(run.out.find("memory after epoch") == std::string::npos);
     }
 }
+
+TEST_CASE("metrics_logger and memory_monitor refuse option values they cannot use", "[plugins][options]") {
+    struct Case {
+        std::string plugin;
+        std::string options;
+        std::string message;
+    };
+    const std::vector<Case> cases = {
+        {"metrics_logger", "format = \"xml\"", "format must be both, csv or jsonl, not 'xml'"},
+        {"metrics_logger", "every_n_steps = -1", "every_n_steps must be >= 0"},
+        {"metrics_logger", "dir = \"\"", "dir must not be empty"},
+        {"metrics_logger", "prefix = \"\"", "prefix must be a non-empty file name without '/', not ''"},
+        {"metrics_logger", "prefix = \"a/b\"", "prefix must be a non-empty file name without '/', not 'a/b'"},
+        {"memory_monitor", "growth_tolerance_bytes = -1", "growth_tolerance_bytes must be >= 0"},
+    };
+    for (const Case& c : cases) {
+        DYNAMIC_SECTION(c.plugin << " " << c.options) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins." + c.plugin + "]\n" + c.options + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + c.plugin});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ": [plugins." + c.plugin +
+                                         "]: the plugin refused its options: " + c.message + "\n"));
+        }
+    }
+}

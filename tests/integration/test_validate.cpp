@@ -150,3 +150,28 @@ TEST_CASE("a JUnit file lost at the end keeps the summary and exits 1", "[valida
     CHECK(!std::filesystem::exists(junit));
     CHECK(!std::filesystem::exists(temporary));
 }
+
+TEST_CASE("validate usage errors exit 1 with the parser's message and run nothing", "[validate][cli]") {
+    const std::string usage = "\n(run trainhost --help for usage)\n";
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"validate"}, "plugin is required"},
+        {{"validate", "progress", "--strictness", "0"}, "--strictness: Value 0 not in range 1 to 10"},
+        {{"validate", "progress", "--strictness", "11"}, "--strictness: Value 11 not in range 1 to 10"},
+        {{"validate", "progress", "--strictness", "high"}, "--strictness: Value high not in range 1 to 10"},
+        {{"validate", "progress", "--repeat", "0"}, "--repeat: Value 0 not in range 1 to 1000"},
+        {{"validate", "progress", "--timeout", "0"}, "--timeout: Value 0 not in range 1 to 86400"},
+        {{"validate", "progress", "--config", "/nonexistent/options.toml"},
+         "--config: File does not exist: /nonexistent/options.toml"},
+        {{"validate", "progress", "--fast"}, "The following argument was not expected: --fast"},
+    };
+    for (const auto& [arguments, message] : cases) {
+        std::string name;
+        for (const std::string& argument : arguments) name += (name.empty() ? "" : " ") + argument;
+        DYNAMIC_SECTION(name) {
+            auto run = run_trainhost(arguments);
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: " + message + usage);
+            CHECK(run.out.empty());
+        }
+    }
+}

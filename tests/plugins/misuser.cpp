@@ -17,7 +17,7 @@ public:
     static constexpr th_option_spec options[] = {
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
-         "undeclared_write, undeclared_sdk, bad_metric_key"},
+         "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle or unknown_handle"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -47,6 +47,27 @@ public:
                 api.param_read(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT ||
                 api.param_write(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT)
                 throw std::runtime_error("a null buffer was accepted");
+        } else if (misuse_ == "use_after_free") {
+            th_handle handle{};
+            ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "freed", &handle),
+                             "acquire");
+            ctx.link().check(api.release(ctx.link().host(), handle, 64), "release");
+            float value = 0;
+            if (api.copy_to_host(ctx.link().host(), handle, 0, &value, sizeof value) != TH_INVALID_HANDLE)
+                throw std::runtime_error("a released handle was usable");
+        } else if (misuse_ == "foreign_handle") {
+            // A handle it never got: the lease of the core's first parameter, forged from
+            // its storage id (the lease id) in the slot such an early lease takes.
+            const auto param = ctx.param(0);
+            const th_handle forged{param.storage_id, 1, static_cast<std::uint32_t>(param.storage_id)};
+            float value = 0;
+            if (api.copy_to_host(ctx.link().host(), forged, 0, &value, sizeof value) != TH_INVALID_HANDLE)
+                throw std::runtime_error("another owner's handle was usable");
+        } else if (misuse_ == "unknown_handle") {
+            const th_handle made_up{1000000, 1, 1};
+            float value = 0;
+            if (api.copy_to_host(ctx.link().host(), made_up, 0, &value, sizeof value) != TH_INVALID_HANDLE)
+                throw std::runtime_error("a made-up handle was usable");
         } else if (misuse_ == "over_budget") {
             auto buffer = ctx.allocate(1 << 20, TH_SCOPE_FIT, "big");  // throws: the host refuses it
         } else if (misuse_ == "undeclared_write") {

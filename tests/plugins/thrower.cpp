@@ -24,12 +24,15 @@ public:
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
          "hang (never return), crash (abort the process), sigint or sigterm (send the signal to the process and "
          "return normally), sigint_twice (a second Ctrl-C while the first is pending) or sigint_then_sigterm"},
+        {"also_in_exception", TH_OPTION_BOOL, "false", "throw in on_exception too, after failing in hook"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
-        : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")) {}
+        : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")),
+          also_in_exception_(options.get_bool("also_in_exception")) {}
 
 protected:
     void after_hook(const std::string& hook) override {
+        if (hook == "exception" && also_in_exception_) throw std::runtime_error("deliberate failure in exception too");
         if (hook != hook_) return;
         // Signals once only, as a user's Ctrl-C: a later hook of the same kind (the next
         // validation batch) must not look like a second interrupt.
@@ -53,6 +56,7 @@ protected:
 private:
     std::string hook_;
     std::string how_;
+    bool also_in_exception_;
     bool signalled_ = false;
 };
 
