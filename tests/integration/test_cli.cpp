@@ -112,7 +112,7 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
         {{"--epochs", "x"}, "--epochs: Value x not in range 0 to 1000000"},
         {{"--repeat", "0"}, "--repeat: Value 0 not in range 1 to 100000"},
         {{"--repeat", "x"}, "--repeat: Value x not in range 1 to 100000"},
-        {{"--seed", "x"}, "Could not convert: --seed = x"},
+        {{"--seed", "x"}, "--seed: 'x' is not an integer"},
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };
