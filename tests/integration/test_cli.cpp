@@ -14,7 +14,7 @@ using test_support::test_plugin;
 using test_support::TempDir;
 using test_support::tiny_config;
 
-TEST_CASE("--help and --version exit 0", "[cli]") {
+TEST_CASE("the help and version flags exit 0", "[cli]") {
     auto help = run_trainhost({"--help"});
     CHECK(help.exit_code == 0);
     CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
