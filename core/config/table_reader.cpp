@@ -44,9 +44,10 @@ std::string_view type_name(const toml::node& node) {
 
 }  // namespace
 
-std::optional<std::string> nearest(std::string_view word, const std::set<std::string>& candidates) {
+std::optional<std::string> nearest(std::string_view word, const std::set<std::string>& candidates,
+                                   std::optional<std::size_t> max_edits) {
     std::optional<std::string> best;
-    std::size_t best_distance = std::max<std::size_t>(2, word.size() / 3) + 1;
+    std::size_t best_distance = max_edits.value_or(std::max<std::size_t>(2, word.size() / 3)) + 1;
     for (const std::string& candidate : candidates) {
         std::size_t d = edit_distance(word, candidate);
         if (d < best_distance) {

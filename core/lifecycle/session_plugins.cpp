@@ -48,7 +48,8 @@ void Session::load_plugins() {
         if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
     for (const auto& [name, table] : options_.config.plugin_tables) {
         if (names.contains(name)) continue;
-        if (auto meant = config::nearest(name, without_table))
+        // Two edits at most: a typo, not another plugin's table.
+        if (auto meant = config::nearest(name, without_table, 2))
             throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
                                           "[plugins.{}]? (as it is, {} runs on its defaults)",
                                           config::source_position(options_.config.file, table->source()), name, *meant,
