@@ -38,21 +38,22 @@ std::vector<std::string> split_list(const std::string& list) {
     return items;
 }
 
-// The range the config file takes for `seed`, so that a seed is the same number
-// whichever way it was given (an unsigned parse would wrap -1 to 2^64-1).
-CLI::Validator seed_range() {
+// A whole number in [low, high], checked before the conversion: CLI11's own Range
+// calls "x" out of range, and an unsigned parse would wrap -1 to 2^64-1. The seed
+// takes the config file's range, so it is the same number whichever way it was given.
+CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
     return CLI::Validator(
-        [](std::string& text) {
+        [low, high](std::string& text) {
             std::int64_t value = 0;
             const char* end = text.data() + text.size();
             const auto [stop, error] = std::from_chars(text.data(), end, value);
             if (text.empty() || stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
                 return fmt::format("'{}' is not an integer", text);
-            if (error == std::errc::result_out_of_range || value < 0)
-                return fmt::format("{} is out of range [0, {}]", text, INT64_MAX);
+            if (error == std::errc::result_out_of_range || value < low || value > high)
+                return fmt::format("{} is out of range [{}, {}]", text, low, high);
             return std::string();
         },
-        "SEED");
+        fmt::format("INT in [{}, {}]", low, high));
 }
 
 // A file asked for on the command line that could not be written is a usage error
@@ -160,8 +161,8 @@ int run_command(int argc, char** argv) {
     TrainArguments args;
     app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
-    app.add_option("--epochs", args.epochs, "override the config's epochs")->check(CLI::Range(0, 1000000));
-    app.add_option("--seed", args.seed, "override the config's seed")->check(seed_range());
+    app.add_option("--epochs", args.epochs, "override the config's epochs")->check(integer_in(0, config::kMaxEpochs));
+    app.add_option("--seed", args.seed, "override the config's seed")->check(integer_in(0, INT64_MAX));
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(
             [](std::string& name) {
@@ -169,7 +170,7 @@ int run_command(int argc, char** argv) {
             },
             "DEVICE"));
     app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
-        ->check(CLI::Range(1, 100000));
+        ->check(integer_in(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
     app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
     app.add_option("--weights", args.weights,
@@ -184,15 +185,15 @@ int run_command(int argc, char** argv) {
     CLI::App* validate_command = app.add_subcommand("validate", "run the conformance suite on a plugin");
     validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
     validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
-        ->check(CLI::Range(1, 10));
-    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(seed_range());
+        ->check(integer_in(1, 10));
+    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(integer_in(0, INT64_MAX));
     validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
-        ->check(CLI::Range(1, 1000));
+        ->check(integer_in(1, 1000));
     validate_command->add_option("--junit", checks.junit, "write a JUnit XML report");
     validate_command->add_option("--config", checks.config, "TOML with [plugins.<name>] options for the plugin")
         ->check(CLI::ExistingFile);
     validate_command->add_option("--timeout", checks.timeout_seconds, "seconds each test may take")
-        ->check(CLI::Range(1, 86400));
+        ->check(integer_in(1, 86400));
     std::string one_test;
     CLI::App* validate_one = app.add_subcommand("__validate-one", "");  // a child of validate: one test
     validate_one->group("");

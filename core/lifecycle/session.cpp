@@ -141,7 +141,8 @@ void Session::load_data() {
     data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
     train_ = std::move(split.train);
     validation_ = std::move(split.validation);
-    if (train_.count == 0) throw ConfigError("[data] the training split is empty");
+    if (train_.count == 0)
+        throw ConfigError(fmt::format("{}: [data] the training split is empty", options_.config.file.string()));
     state_.train_samples = train_.count;
 }
 
@@ -368,10 +369,15 @@ void Session::build_fit() {
     state_.device = devices_[model_device_]->name().c_str();
     device::Backend& backend = model_device_ref().backend();
     nn::LayerContext context{backend, *ledger_, rows, model_device_};
-    fit.loss = nn::loss_kind(config.model.loss);
-    if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
-        throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
-    fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width, context, config.seed);
+    // The model's fit to the data is known only now, with the data loaded: name the file as every config error does.
+    try {
+        fit.loss = nn::loss_kind(config.model.loss);
+        if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
+            throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
+        fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width, context, config.seed);
+    } catch (const ConfigError& e) {
+        throw ConfigError(fmt::format("{}: {}", config.file.string(), e.what()));
+    }
     fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
     fit.loss_workspace = make_loss_workspace(backend, model_device_);
     if (train_.classes > 0)

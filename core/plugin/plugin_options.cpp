@@ -94,12 +94,15 @@ OptionValues validate_options(const th_plugin_entry& entry, const toml::table* t
     }
     if (reader.has("device_memory_limit")) {
         try {
-            if (auto bytes = table->get("device_memory_limit")->value_exact<std::int64_t>()) {
+            const toml::node& limit = *table->get("device_memory_limit");
+            if (auto bytes = limit.value_exact<std::int64_t>()) {
                 if (*bytes <= 0) throw std::invalid_argument("a limit must be positive");
                 result.device_memory_limit_ = static_cast<std::uint64_t>(*bytes);
-            } else {
-                result.device_memory_limit_ = parse_byte_size(reader.string("device_memory_limit").value());
+            } else if (auto text = limit.value_exact<std::string>()) {
+                result.device_memory_limit_ = parse_byte_size(*text);
                 if (result.device_memory_limit_ == 0) throw std::invalid_argument("a limit must be at least one byte");
+            } else {
+                throw std::invalid_argument("expected a whole number of bytes or a size such as \"256MiB\"");
             }
         } catch (const std::invalid_argument& e) {
             reader.fail("device_memory_limit", e.what());

@@ -565,13 +565,15 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         write_idx_pair(data, good_labels);
         auto run = run_on(dir, idx_run_config(data) + "loss = \"mse\"\n");
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Catch::StartsWith("error: [model] loss mse does not fit dataset fashion_mnist\n"));
+        CHECK_THAT(run.err, Catch::StartsWith("error: ") &&
+                                Catch::Contains(".toml: [model] loss mse does not fit dataset fashion_mnist\n"));
     }
     SECTION("a conv2d kernel larger than the images is a config error") {
         write_idx_pair(data, good_labels);
         auto run = run_on(dir, idx_run_config(data, "{ type = \"conv2d\", channels = 2, kernel = 5 }, { type = \"flatten\" }, "
                                                     "{ type = \"dense\", units = 10 }"));
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Catch::StartsWith("error: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
+        CHECK_THAT(run.err, Catch::StartsWith("error: ") &&
+                                Catch::Contains("run.toml: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
     }
 }

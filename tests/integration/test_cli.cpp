@@ -107,11 +107,11 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
     const std::string config = dir.write("run.toml", tiny_config()).string();
     const std::string usage = "\n(run trainhost --help for usage)\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
-        {{"--epochs", "-1"}, "--epochs: Value -1 not in range 0 to 1000000"},
-        {{"--epochs", "1000001"}, "--epochs: Value 1000001 not in range 0 to 1000000"},
-        {{"--epochs", "x"}, "--epochs: Value x not in range 0 to 1000000"},
-        {{"--repeat", "0"}, "--repeat: Value 0 not in range 1 to 100000"},
-        {{"--repeat", "x"}, "--repeat: Value x not in range 1 to 100000"},
+        {{"--epochs", "-1"}, "--epochs: -1 is out of range [0, 1000000]"},
+        {{"--epochs", "1000001"}, "--epochs: 1000001 is out of range [0, 1000000]"},
+        {{"--epochs", "x"}, "--epochs: 'x' is not an integer"},
+        {{"--repeat", "0"}, "--repeat: 0 is out of range [1, 100000]"},
+        {{"--repeat", "x"}, "--repeat: 'x' is not an integer"},
         {{"--seed", "x"}, "--seed: 'x' is not an integer"},
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
@@ -150,17 +150,20 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         std::string text = tiny_config();
         text.replace(text.find("samples = 40"), 12, "samples = 1");
         text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.9");
-        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
         CHECK(run.exit_code == 1);
-        CHECK(run.err == "error: [data] the training split is empty\n");
+        CHECK(run.err == "error: " + file + ": [data] the training split is empty\n");
     }
     SECTION("a classification loss on data without labels") {
         std::string text = tiny_config();
         const std::string loss = "loss = \"bce_with_logits\"";
         text.replace(text.find(loss), loss.size(), "loss = \"cross_entropy\"");
-        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, StartsWith("error: [model] loss cross_entropy does not fit dataset synthetic_autoencoder\n"));
+        CHECK_THAT(run.err, StartsWith("error: " + file + ": [model] loss cross_entropy does not fit dataset "
+                                       "synthetic_autoencoder\n"));
         CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     }
     SECTION("conv2d on flat samples") {
@@ -169,7 +172,7 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         text.replace(text.find(dense), dense.size(), "{ type = \"conv2d\", channels = 2 }");
         auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, StartsWith("error: [model] layer 1 (conv2d) needs samples shaped [channels, height, width], "
+        CHECK_THAT(run.err, StartsWith("error: ") && Contains("run.toml: [model] layer 1 (conv2d) needs samples shaped [channels, height, width], "
                                        "not 1 dimension(s)\n"));
         CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     }

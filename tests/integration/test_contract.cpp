@@ -235,7 +235,7 @@ TEST_CASE("a device_memory_limit of nothing or of a negative or fractional count
         {"\"0B\"", "\"0B\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
         {"\"0.5B\"", "a limit must be at least one byte"},
         {"\"-1MiB\"", "\"-1MiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
-        {"1.5", "expected a string, found a float"},
+        {"1.5", "expected a whole number of bytes or a size such as \"256MiB\""},
     };
     for (const auto& [value, message] : cases) {
         DYNAMIC_SECTION(value) {

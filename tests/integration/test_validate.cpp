@@ -155,11 +155,11 @@ TEST_CASE("validate usage errors exit 1 with the parser's message and run nothin
     const std::string usage = "\n(run trainhost --help for usage)\n";
     const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
         {{"validate"}, "plugin is required"},
-        {{"validate", "progress", "--strictness", "0"}, "--strictness: Value 0 not in range 1 to 10"},
-        {{"validate", "progress", "--strictness", "11"}, "--strictness: Value 11 not in range 1 to 10"},
-        {{"validate", "progress", "--strictness", "high"}, "--strictness: Value high not in range 1 to 10"},
-        {{"validate", "progress", "--repeat", "0"}, "--repeat: Value 0 not in range 1 to 1000"},
-        {{"validate", "progress", "--timeout", "0"}, "--timeout: Value 0 not in range 1 to 86400"},
+        {{"validate", "progress", "--strictness", "0"}, "--strictness: 0 is out of range [1, 10]"},
+        {{"validate", "progress", "--strictness", "11"}, "--strictness: 11 is out of range [1, 10]"},
+        {{"validate", "progress", "--strictness", "high"}, "--strictness: 'high' is not an integer"},
+        {{"validate", "progress", "--repeat", "0"}, "--repeat: 0 is out of range [1, 1000]"},
+        {{"validate", "progress", "--timeout", "0"}, "--timeout: 0 is out of range [1, 86400]"},
         {{"validate", "progress", "--config", "/nonexistent/options.toml"},
          "--config: File does not exist: /nonexistent/options.toml"},
         {{"validate", "progress", "--fast"}, "The following argument was not expected: --fast"},
