@@ -120,10 +120,25 @@ int train(const TrainArguments& args) {
             auto found = fit.final_metrics.find(key);
             if (found != fit.final_metrics.end()) shown.push_back(fmt::format("{}={:.4f}", key, found->second));
         }
-        std::cout << fmt::format("fit {}/{}: {} epoch{}{}{}{}\n", fit.index + 1, options.repeat, fit.epochs.size(),
-                                 fit.epochs.size() == 1 ? "" : "s", shown.empty() ? "" : ", ", fmt::join(shown, " "),
-                                 fit.stop_reason.empty() ? "" : fmt::format(" (stopped by {})", fit.stop_reason));
+        const bool predict = options.config.mode == "predict";
+        const std::size_t done = predict ? options.config.predict_passes : fit.epochs.size();
+        std::string ending;
+        if (fit.failure_exit == kExitInterrupted)
+            ending = " - interrupted";
+        else if (!fit.failure.empty())
+            ending = fmt::format(" - failed (exit {})", fit.failure_exit);
+        else if (!fit.stop_reason.empty())
+            ending = fmt::format(" (stopped by {})", fit.stop_reason);
+        std::cout << fmt::format("fit {}/{}: {} {}{}{}{}{}\n", fit.index + 1, options.repeat, done,
+                                 predict ? "predict pass" : "epoch", done == 1 ? "" : (predict ? "es" : "s"),
+                                 shown.empty() ? "" : ", ", fmt::join(shown, " "), ending);
     }
+    // A failed fit ends the run: say so for the repeats that did not start.
+    if (!result.fits.empty() && result.fits.size() < options.repeat && !result.fits.back().failure.empty())
+        std::cout << fmt::format(
+            "fit {}/{}{}: not run, fit {} {}\n", result.fits.size() + 1, options.repeat,
+            result.fits.size() + 1 < options.repeat ? fmt::format(" to {}/{}", options.repeat, options.repeat) : "",
+            result.fits.size(), result.fits.back().failure_exit == kExitInterrupted ? "was interrupted" : "failed");
     int exit_code = result.exit_code;
     if (!args.report.empty()) {
         try {

@@ -456,6 +456,7 @@ TEST_CASE("each fit starts from a checkpoint's parameters alone with --weights a
     auto predict = dir.write("predict.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\npasses = 3\n"));
     run = run_trainhost({"--config", predict.string(), "--plugins=progress", "--weights", weights, "--verbose"});
     CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 3 predict passes\n"));
     CHECK_THAT(run.out, Contains("parameters from " + weights));
     run = run_trainhost({"--config", predict.string(), "--plugins=progress", "--resume", weights});
     CHECK(run.exit_code == 1);

@@ -40,7 +40,8 @@ TEST_CASE("SIGINT after a training step ends the run after on_exception, teardow
     CHECK_THAT(run.err, Contains("interrupted: stopping after this training step"));
     CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, epoch 1, after 1 training batch of this fit"));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean - every lease given back (1 fit,"));
-    CHECK_THAT(run.out, !Contains("fit 2/2"));  // an interrupted run starts no further fit
+    // An interrupted run starts no further fit, and says so.
+    CHECK_THAT(run.out, Contains(" - interrupted\nfit 2/2: not run, fit 1 was interrupted\n"));
     const auto lines = test_support::lines_of(read_file(log));
     CHECK(count(lines, "test_thrower:batch_start") == 1);  // stopped right after the step it was in
     CHECK(count(lines, "test_thrower:exception") == 1);

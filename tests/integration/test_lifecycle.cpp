@@ -94,6 +94,7 @@ TEST_CASE("a failing hook leads to on_exception and teardown for every plugin", 
                                             : how == "unknown" ? std::string("unknown exception")
                                                                : "out of scratch space in " + hook;
                 CHECK_THAT(run.err, Contains("plugin 'test_thrower' failed in " + hook + ": " + message));
+                CHECK_THAT(run.out, Contains("fit 1/1: ") && Contains(" - failed (exit 4)\n"));
                 CHECK_THAT(run.last_line(), Contains("resources: clean"));
                 auto lines = test_support::lines_of(test_support::read_file(log));
                 auto count = [&](const std::string& line) { return std::count(lines.begin(), lines.end(), line); };
