@@ -188,7 +188,8 @@ std::string Session::dispatch_unchecked(th_hook hook) {
 
 void Session::record_leaks(std::vector<resources::Leak> leaks) {
     for (auto& leak : leaks) {
-        if (options_.config.on_violation != resources::ViolationPolicy::ignore) {
+        const std::size_t seen = ++leak_lines_[{leak.owner, leak.rule, leak.lease.tag}];
+        if (options_.config.on_violation != resources::ViolationPolicy::ignore && seen <= kViolationLinesPerKind) {
             err_ << resources::format_leak(leak) << '\n';
             if (leak.lease.stack) err_ << "  acquired at:\n" << resources::format_stack(*leak.lease.stack);
         }
@@ -247,7 +248,10 @@ SessionResult Session::run() {
     record_leaks(ledger_->end_scope(TH_SCOPE_SESSION, "session_end", options_.config.on_violation));
     result.leaks = leaks_;
     result.misuses = ledger_->misuses();
-    if (options_.config.on_violation != resources::ViolationPolicy::ignore) print_misuses(result.misuses);
+    if (options_.config.on_violation != resources::ViolationPolicy::ignore) {
+        print_hidden_leaks();
+        print_misuses(result.misuses);
+    }
     for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner)
         result.owners.push_back(OwnerSummary{ledger_->owner_name(owner), ledger_->usage(owner)});
     finish_verdict(result);

@@ -15,12 +15,17 @@
 
 #include <iosfwd>
 #include <map>
+#include <tuple>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace trainhost::lifecycle {
+
+// Lines of one kind of violation (a plugin's misuse kind, or its leaks of one rule
+// and tag) printed before the rest are only counted.
+inline constexpr std::size_t kViolationLinesPerKind = 3;
 
 struct SessionOptions {
     config::RunConfig config;
@@ -147,6 +152,7 @@ private:
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
     [[nodiscard]] device::Device& model_device_ref() const { return *devices_[model_device_]; }
     void print_misuses(const std::vector<resources::Misuse>& misuses);
+    void print_hidden_leaks();
     void record_leaks(std::vector<resources::Leak> leaks);
 
     SessionOptions options_;
@@ -185,6 +191,9 @@ private:
     std::string failure_;
     int interrupt_signal_ = 0;  // the signal that ended this fit, or 0
     std::vector<resources::Leak> leaks_;
+    // Leak lines printed per plugin, rule and tag: a pool that grows every step under
+    // `warn` would otherwise print a line per step (every leak is in the report).
+    std::map<std::tuple<std::string, resources::LeakRule, std::string>, std::size_t> leak_lines_;
 
     // Checkpoints: the one to resume from (first fit only), where it leaves off,
     // and the record a plugin's save_state is writing into.

@@ -1,5 +1,5 @@
 // The session's plugins: loading them in their declared order with their options
-// checked, and the misuses the ledger counted against them.
+// checked, and the leaks and misuses the ledger found, printed a few of a kind.
 #include "config/table_reader.hpp"
 #include "errors.hpp"
 #include "lifecycle/session.hpp"
@@ -68,14 +68,22 @@ void Session::load_plugins() {
 // A line each, as leaks get, but a few of a kind per plugin: one that repeats a
 // misuse every step would bury the others (all of them are in --report).
 void Session::print_misuses(const std::vector<resources::Misuse>& misuses) {
-    constexpr std::size_t kLinesPerKind = 3;
     std::map<std::pair<std::string, resources::MisuseKind>, std::size_t> seen;
     for (const resources::Misuse& misuse : misuses)
-        if (++seen[{misuse.owner, misuse.kind}] <= kLinesPerKind) err_ << resources::format_misuse(misuse) << '\n';
+        if (++seen[{misuse.owner, misuse.kind}] <= kViolationLinesPerKind)
+            err_ << resources::format_misuse(misuse) << '\n';
     for (const auto& [key, count] : seen)
-        if (count > kLinesPerKind)
+        if (count > kViolationLinesPerKind)
             err_ << fmt::format("misuse: plugin={} kind={}: {} more not shown\n", key.first,
-                                resources::misuse_name(key.second), count - kLinesPerKind);
+                                resources::misuse_name(key.second), count - kViolationLinesPerKind);
+}
+
+void Session::print_hidden_leaks() {
+    for (const auto& [key, count] : leak_lines_)
+        if (count > kViolationLinesPerKind)
+            err_ << fmt::format("leak: plugin={} rule={} tag={}: {} more not shown\n", std::get<0>(key),
+                                resources::rule_name(std::get<1>(key)), std::get<2>(key).empty() ? "-" : std::get<2>(key),
+                                count - kViolationLinesPerKind);
 }
 
 }  // namespace trainhost::lifecycle

@@ -59,6 +59,20 @@ TEST_CASE("state attached to its ParamId moves with the model and memory stays f
     CHECK(report_of(dir)["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
 }
 
+TEST_CASE("under warn a pool that grows every step prints three leak lines and counts the rest", "[contract][failures]") {
+    TempDir dir;
+    // 4 epochs of 2 steps: every step after the first takes one more fit-scoped buffer.
+    auto config = dir.write("run.toml", tiny_config(4, "\n[resources]\non_violation = \"warn\"\n"));
+    auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")}));
+    CHECK(run.exit_code == 0);
+    const auto lines = test_support::lines_of(run.err);
+    CHECK(std::count_if(lines.begin(), lines.end(), [](const std::string& line) {
+              return line.starts_with("leak: plugin=test_growing_pool kind=device_memory");
+          }) == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool rule=growth tag=scratch: 4 more not shown\n"));
+    CHECK(report_of(dir)["violations"].size() == 7);  // every one of them in the report
+}
+
 TEST_CASE("moves of an SGD and an Adam model keep training identical", "[contract][moves]") {
     for (const char* optimizer : {"sgd", "adam"}) {
         DYNAMIC_SECTION(optimizer) {
