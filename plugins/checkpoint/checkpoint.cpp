@@ -21,11 +21,13 @@ struct Kept {
     std::string path;
 };
 
-// "{epoch}-{val_loss:.4f}" -> "3-0.2871". `metric(name)` gives a metric's value; the
-// constructor passes one that answers for any name, so that every syntax mistake
-// surfaces there, through this same code, before the fit.
+// "{epoch}-{val_loss:.4f}" -> "epoch=3-val_loss=0.2871" (with `insert_names`, as
+// Lightning's auto_insert_metric_name) or "3-0.2871". `metric(name)` gives a metric's
+// value; the constructor passes one that answers for any name, so that every syntax
+// mistake surfaces there, through this same code, before the fit.
 template <typename MetricOf>
-std::string expand_filename(const std::string& pattern, std::uint32_t epoch, std::uint64_t step, MetricOf&& metric) {
+std::string expand_filename(const std::string& pattern, bool insert_names, std::uint32_t epoch, std::uint64_t step,
+                            MetricOf&& metric) {
     std::string out;
     for (std::size_t i = 0; i < pattern.size(); ++i) {
         if (pattern[i] != '{') {
@@ -46,6 +48,7 @@ std::string expand_filename(const std::string& pattern, std::uint32_t epoch, std
             field.resize(colon);
         }
         if (field.empty()) throw std::invalid_argument("filename has a field with no name: " + pattern);
+        if (insert_names) out += field + "=";
         char text[512];  // a double's 309 digits and 99 decimals
         if (field == "epoch") std::snprintf(text, sizeof text, "%u", epoch);
         else if (field == "step") std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(step));
@@ -69,8 +72,10 @@ public:
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
-        {"filename", TH_OPTION_STRING, "\"epoch={epoch}-step={step}\"",
+        {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
          "file name template: {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is appended"},
+        {"auto_insert_metric_name", TH_OPTION_BOOL, "true",
+         "write each field as name=value: {epoch}-{val_loss:.4f} gives epoch=3-val_loss=0.2871"},
         {"monitor", TH_OPTION_STRING, "\"\"", "metric that ranks checkpoints; empty: the most recent are best"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min or max: which monitored values are better"},
         {"save_top_k", TH_OPTION_INT, "1", "how many of the best to keep: -1 all, 0 none"},
@@ -85,6 +90,7 @@ public:
 
     Checkpoint(Context&, const trainhost::sdk::Options& options)
         : dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
+          insert_names_(options.get_bool("auto_insert_metric_name")),
           monitor_(options.get_string("monitor")), maximize_(options.get_string("mode") == "max"),
           top_k_(options.get_int("save_top_k")), save_last_(options.get_bool("save_last")),
           every_n_epochs_(options.get_int("every_n_epochs")), every_n_steps_(options.get_int("every_n_train_steps")),
@@ -95,7 +101,7 @@ public:
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
         try {
-            (void)expand_filename(filename_, 0, 0, [](const std::string&) { return 0.0; });
+            (void)expand_filename(filename_, insert_names_, 0, 0, [](const std::string&) { return 0.0; });
         } catch (const std::invalid_argument& e) {
             throw trainhost::sdk::OptionError(e.what());
         }
@@ -154,7 +160,7 @@ private:
         const bool keep = top_k_ == -1 || (top_k_ > 0 && (static_cast<std::int64_t>(kept_.size()) < top_k_ ||
                                                           (std::isfinite(score) && better(score, worst().score))));
         if (keep) {
-            const std::string name = expand_filename(filename_, state.epoch, state.global_step, [&](const std::string& key) {
+            const std::string name = expand_filename(filename_, insert_names_, state.epoch, state.global_step, [&](const std::string& key) {
                 return ctx.named_metric(key, "filename's metric");
             });
             const std::string path = (std::filesystem::path(dirpath_) / (name + ".safetensors")).string();
@@ -189,6 +195,7 @@ private:
 
     std::string dirpath_;
     std::string filename_;
+    bool insert_names_;
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

@@ -175,11 +175,17 @@ TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]")
         REQUIRE(names.size() == 3);  // two best and last
         CHECK(names.back() == "last.safetensors");
         // val_loss falls every epoch here, so the two best are the last two epochs.
-        CHECK(names[0].rfind("2-", 0) == 0);
-        CHECK(names[1].rfind("3-", 0) == 0);
+        CHECK(names[0].rfind("epoch=2-val_loss=0.", 0) == 0);
+        CHECK(names[1].rfind("epoch=3-val_loss=0.", 0) == 0);
         auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
         const double best = report["fits"][0]["final_metrics"]["checkpoint.best_score"];
         CHECK(best == Approx(report["fits"][0]["final_metrics"]["val_loss"].get<double>()));
+    }
+    SECTION("without auto_insert_metric_name the template is taken as written") {
+        auto config = dir.write("bare.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch}-s{step}\"\n"
+                                                                                    "auto_insert_metric_name = false\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        CHECK(files_in(ckpt) == std::vector<std::string>{"e0-s2.safetensors", "last.safetensors"});
     }
     SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
         auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
