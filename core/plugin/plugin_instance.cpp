@@ -23,12 +23,29 @@ std::string message_of(const th_hook_result& result) {
     return std::string(result.message, strnlen(result.message, sizeof result.message));
 }
 
+// A plugin may return any int where the ABI says th_status, and write any int where
+// it says th_control; a C++ enum must not hold a value it does not define, so the
+// number is taken as an int and checked before it becomes one.
+int raw_number(th_status status) noexcept { return static_cast<int>(status); }
+
+th_status known_status(int raw) noexcept {
+    return raw >= TH_OK && raw <= TH_UNDECLARED ? static_cast<th_status>(raw) : TH_ERROR;
+}
+
+int raw_control(const th_hook_result& result) noexcept {
+    static_assert(sizeof(th_control) == sizeof(int));
+    int raw = 0;
+    std::memcpy(&raw, &result.control, sizeof raw);
+    return raw;
+}
+
 }  // namespace
 
 void PluginInstance::create() {
     th_hook_result result{};
     void* instance = nullptr;
-    th_status status = entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result);
+    const th_status status =
+        known_status(raw_number(entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result)));
     if (status != TH_OK || instance == nullptr) {
         // A refusal that still made an instance is destroyed, as every created one is.
         if (instance != nullptr) entry().destroy(instance);
@@ -47,16 +64,19 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     if (function == nullptr || instance_ == nullptr) return {};
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = function(instance_, &host_, &result);
-    outcome.control = result.control;
+    const int status = raw_number(function(instance_, &host_, &result));
+    outcome.status = known_status(status);
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty())
-        outcome.message = fmt::format("hook failed without a message (status {})", static_cast<int>(outcome.status));
+        outcome.message = fmt::format("hook failed without a message (status {})", status);
     // A control value this host does not know cannot be obeyed: a plugin bug, not a silent continue.
-    if (!outcome.failed() && outcome.control != TH_CONTINUE && outcome.control != TH_SKIP_BATCH &&
-        outcome.control != TH_STOP_FIT) {
+    const int control = raw_control(result);
+    if (outcome.failed()) return outcome;
+    if (control == TH_CONTINUE || control == TH_SKIP_BATCH || control == TH_STOP_FIT) {
+        outcome.control = static_cast<th_control>(control);
+    } else {
         outcome.status = TH_ERROR;
-        outcome.message = fmt::format("hook returned an unknown control value {}", static_cast<int>(outcome.control));
+        outcome.message = fmt::format("hook returned an unknown control value {}", control);
     }
     return outcome;
 }
@@ -64,7 +84,7 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
 HookOutcome PluginInstance::save_state() noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = entry().vtable->save_state(instance_, &host_, &result);
+    outcome.status = known_status(raw_number(entry().vtable->save_state(instance_, &host_, &result)));
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty()) outcome.message = "save_state failed without a message";
     return outcome;
@@ -73,7 +93,7 @@ HookOutcome PluginInstance::save_state() noexcept {
 HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = entry().vtable->load_state(instance_, &host_, bytes, size, &result);
+    outcome.status = known_status(raw_number(entry().vtable->load_state(instance_, &host_, bytes, size, &result)));
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty()) outcome.message = "load_state failed without a message";
     return outcome;
