@@ -13,6 +13,7 @@
 
 #include <CLI/CLI.hpp>
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
 #include <iostream>
@@ -118,7 +119,10 @@ int train(const TrainArguments& args) {
         std::vector<std::string> shown;
         for (const char* key : {"train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy"}) {
             auto found = fit.final_metrics.find(key);
-            if (found != fit.final_metrics.end()) shown.push_back(fmt::format("{}={:.4f}", key, found->second));
+            // NaN's sign is noise: "nan" always, as the error lines write it.
+            if (found != fit.final_metrics.end())
+                shown.push_back(std::isnan(found->second) ? fmt::format("{}=nan", key)
+                                                          : fmt::format("{}={:.4f}", key, found->second));
         }
         const bool predict = options.config.mode == "predict";
         const std::size_t done = predict ? options.config.predict_passes : fit.epochs.size();

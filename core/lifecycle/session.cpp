@@ -418,10 +418,19 @@ void Session::train_fit(FitRecord& record) {
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
-        if (!fit.stop_requested && validation_.count > 0) evaluate(validation_, "val", true);
+        const bool validated = !fit.stop_requested && validation_.count > 0;
+        if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
         record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot()});
+        // A diverged model fails the fit, after the epoch's end so that a monitor
+        // (early stopping's check_finite) can stop it cleanly instead, as in Lightning.
+        // The metric stays set for on_exception and the report.
+        if (const auto val_loss = metrics_.find("val_loss");
+            validated && val_loss != metrics_.end() && !std::isfinite(val_loss->second) && !fit.stop_requested)
+            throw FitFailure(fmt::format("non-finite validation loss ({}) at fit {} epoch {}", loss_text(val_loss->second),
+                                         state_.fit_index + 1, state_.epoch + 1),
+                             kExitTraining);
         check_interrupt();  // during validation: the epoch ends whole, epoch_end included
     }
     if (test_) evaluate(*test_, "test", false);
@@ -575,11 +584,6 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         metrics_[fmt::format("{}_loss", prefix)] = loss;
         if (dataset.classes > 0)
             metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
-        // A diverged model fails the fit; the metric stays set for on_exception and the report.
-        if (std::string_view(prefix) == "val" && !std::isfinite(loss))
-            throw FitFailure(fmt::format("non-finite validation loss ({}) at fit {} epoch {}", loss_text(loss),
-                                         state_.fit_index + 1, state_.epoch + 1),
-                             kExitTraining);
     }
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
 }

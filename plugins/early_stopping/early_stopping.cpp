@@ -55,7 +55,8 @@ public:
         const double v = ctx.named_metric(monitor_, "monitored metric");
         const auto epoch = ctx.state().epoch;
         if (check_finite_ && !std::isfinite(v)) {
-            ctx.request_stop(monitor_ + " = " + std::to_string(v) + " is not finite");
+            // NaN's sign is noise: "nan" always, as the host writes it.
+            ctx.request_stop(monitor_ + " = " + (std::isnan(v) ? std::string("nan") : std::to_string(v)) + " is not finite");
             return;
         }
         if (!std::isnan(stopping_threshold_) && better(v, stopping_threshold_)) {

@@ -535,8 +535,16 @@ TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
         CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
         auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
         CHECK(fit["failure"] == "non-finite validation loss (nan) at fit 1 epoch 4");
+        REQUIRE(fit["final_metrics"].contains("val_loss"));
         CHECK(fit["final_metrics"]["val_loss"].is_null());
-        CHECK(fit["epochs"].size() == 3);
+        CHECK(fit["epochs"].size() == 4);  // the epoch ran whole, its end included
+    }
+    SECTION("in validation, where early stopping's check_finite stops the fit cleanly instead") {
+        auto config = dir.write("run.toml", diverging_config(true) + "\n[plugins.early_stopping]\npatience = 10\n");
+        auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 4 epochs") && Contains(" val_loss=nan (stopped by early_stopping: val_loss "
+                                                                        "= nan is not finite)"));
     }
     SECTION("in training, where no validation looks first") {
         auto config = dir.write("run.toml", diverging_config(false)).string();
