@@ -125,7 +125,7 @@ int train(const TrainArguments& args) {
                                                           : fmt::format("{}={:.4f}", key, found->second));
         }
         const bool predict = options.config.mode == "predict";
-        const std::size_t done = predict ? options.config.predict_passes : fit.epochs.size();
+        const std::size_t done = predict ? fit.predict_passes : fit.epochs.size();
         std::string ending;
         if (fit.failure_exit == kExitInterrupted)
             ending = " - interrupted";

@@ -459,6 +459,7 @@ void Session::predict_fit(FitRecord& record) {
         fit.model->forward(rows, false);
         dispatch(TH_HOOK_VAL_BATCH_END);
         check_scope(TH_SCOPE_STEP, "val_batch_end");
+        record.predict_passes = pass + 1;
         if (pass == 0) record.predict_first = memory_snapshot();
         check_interrupt();
     }

@@ -66,6 +66,7 @@ struct FitRecord {
     // Per GPU: memory the driver reports in use beyond the fit's start after sync
     // and trim, which nobody in the ledger accounts for (0 when flat).
     std::map<std::string, std::uint64_t> unaccounted_bytes;
+    std::uint64_t predict_passes = 0;  // predict mode: forward passes done
     // Predict mode: memory after the first and after the last forward pass.
     std::optional<MemorySnapshot> predict_first;
     std::optional<MemorySnapshot> predict_last;

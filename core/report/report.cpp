@@ -79,6 +79,7 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                          fit.predict_first ? nlohmann::json{{"after_first_pass", memory_json(*fit.predict_first)},
                                                             {"after_last_pass", memory_json(*fit.predict_last)}}
                                            : nlohmann::json()},
+                        {"predict_passes", fit.predict_passes},
                         {"failure", fit.failure}});
     }
     root["fits"] = std::move(fits);

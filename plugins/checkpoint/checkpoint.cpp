@@ -37,22 +37,27 @@ std::string expand_filename(const std::string& pattern, bool insert_names, std::
         const std::size_t close = pattern.find('}', i);
         if (close == std::string::npos) throw std::invalid_argument("filename has an unclosed '{': " + pattern);
         std::string field = pattern.substr(i + 1, close - i - 1);
-        int precision = 4;
+        std::string spec;
         if (auto colon = field.find(':'); colon != std::string::npos) {
-            const std::string spec = field.substr(colon + 1);
-            const std::string digits = spec.size() >= 3 ? spec.substr(1, spec.size() - 2) : "";
-            if (digits.empty() || spec.front() != '.' || spec.back() != 'f' || digits.size() > 2 ||
-                digits.find_first_not_of("0123456789") != std::string::npos)
-                throw std::invalid_argument("filename format '" + spec + "' in '{" + field + "}' is not like .4f");
-            precision = std::stoi(digits);
+            spec = field.substr(colon + 1);
             field.resize(colon);
         }
         if (field.empty()) throw std::invalid_argument("filename has a field with no name: " + pattern);
+        // Python's format specs, as Lightning's templates use them: .4f for a metric,
+        // 02d (zero-padded width) for epoch and step.
+        const bool counter = field == "epoch" || field == "step";
+        const char kind = counter ? 'd' : 'f';
+        const std::string digits = spec.size() >= 2 ? spec.substr(counter ? 0 : 1, spec.size() - (counter ? 1 : 2)) : "";
+        if (!spec.empty() && (digits.empty() || spec.back() != kind || (!counter && spec.front() != '.') ||
+                              digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos))
+            throw std::invalid_argument("filename format '" + spec + "' in '{" + field + ":" + spec + "}' is not like " +
+                                        (counter ? "02d" : ".4f"));
+        const int width = spec.empty() ? 0 : std::stoi(digits);
         if (insert_names) out += field + "=";
         char text[512];  // a double's 309 digits and 99 decimals
-        if (field == "epoch") std::snprintf(text, sizeof text, "%u", epoch);
-        else if (field == "step") std::snprintf(text, sizeof text, "%llu", static_cast<unsigned long long>(step));
-        else std::snprintf(text, sizeof text, "%.*f", precision, metric(field));
+        if (field == "epoch") std::snprintf(text, sizeof text, "%0*u", width, epoch);
+        else if (field == "step") std::snprintf(text, sizeof text, "%0*llu", width, static_cast<unsigned long long>(step));
+        else std::snprintf(text, sizeof text, "%.*f", spec.empty() ? 4 : width, metric(field));
         out += text;
         i = close;
     }
@@ -114,6 +119,8 @@ public:
             save(ctx, state);
     }
 
+    void on_validation_end(Context&) override { validated_ = true; }
+
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         if (every_n_steps_ == 0 && every_n_epochs_ > 0 && (state.epoch + 1) % every_n_epochs_ == 0) save(ctx, state);
@@ -152,6 +159,15 @@ private:
         last_saved_step_ = state.global_step;
         double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
         bool maximize = true;
+        if (!monitor_.empty() && !ctx.metric(monitor_) && !validated_) {
+            // Lightning's rule: a step-based save before the first validation cannot
+            // rank by a validation metric yet; it is skipped with a warning, once.
+            if (!warned_unranked_) ctx.warn("checkpoint: '" + monitor_ + "' is not there before the first validation; "
+                                            "saves until then are skipped");
+            warned_unranked_ = true;
+            if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
+            return;
+        }
         if (!monitor_.empty()) {
             score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
@@ -196,6 +212,8 @@ private:
     std::string dirpath_;
     std::string filename_;
     bool insert_names_;
+    bool validated_ = false;  // a validation has run in this process
+    bool warned_unranked_ = false;
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

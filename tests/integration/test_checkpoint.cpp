@@ -182,10 +182,10 @@ TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]")
         CHECK(best == Approx(report["fits"][0]["final_metrics"]["val_loss"].get<double>()));
     }
     SECTION("without auto_insert_metric_name the template is taken as written") {
-        auto config = dir.write("bare.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch}-s{step}\"\n"
+        auto config = dir.write("bare.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch:02d}-s{step}\"\n"
                                                                                     "auto_insert_metric_name = false\n")));
         REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
-        CHECK(files_in(ckpt) == std::vector<std::string>{"e0-s2.safetensors", "last.safetensors"});
+        CHECK(files_in(ckpt) == std::vector<std::string>{"e00-s2.safetensors", "last.safetensors"});
     }
     SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
         auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
@@ -578,4 +578,20 @@ TEST_CASE("a checkpoint without a trainer counter or a random generator state is
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("error: " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
     }
+}
+
+TEST_CASE("step-based saves that monitor a validation metric skip the steps before the first validation", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    // 2 epochs of 2 steps: steps 1 and 2 come before epoch 1's validation.
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = -1\n"
+                                                                              "every_n_train_steps = 1\n")));
+    auto run = run_trainhost({"--config", config.string()});
+    REQUIRE(run.exit_code == 0);
+    const std::string warning = "checkpoint: 'val_loss' is not there before the first validation; saves until then "
+                                "are skipped";
+    CHECK_THAT(run.err, Contains(warning));
+    CHECK(run.err.find(warning) == run.err.rfind(warning));  // once
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=1-step=3.safetensors", "epoch=1-step=4.safetensors",
+                                                      "last.safetensors"});
 }

@@ -288,6 +288,8 @@ TEST_CASE("the failure scenarios run clean", "[contract][scenarios]") {
         CHECK(fit["predict_memory"]["after_first_pass"]["bytes_reserved"] ==
               fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
         CHECK(fit["predict_memory"]["after_first_pass"]["bytes_in_use"].get<std::uint64_t>() > 0);
+        CHECK(fit["predict_passes"] == 1000);
+        CHECK_THAT(run.out, Contains("fit 1/1: 1000 predict passes\n"));
         CHECK(fit["memory_after_teardown"]["bytes_in_use"] == 0);
         CHECK(fit["memory_after_teardown"]["bytes_reserved"] == 0);
     }

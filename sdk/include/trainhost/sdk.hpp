@@ -309,7 +309,8 @@ public:
         }
         std::string message = role + " '" + key + "' does not exist; " +
                               (names.empty() ? "there are no metrics yet" : "the metrics are: " + names);
-        if (key.starts_with("val_") && !validated) message += "; is there a validation split?";
+        if (key.starts_with("val_") && !validated)
+            message += "; no validation has run yet (is there a validation split?)";
         else if (!meant.empty()) message += "; did you mean '" + meant + "'?";
         throw Error(TH_NOT_FOUND, message);
     }
