@@ -58,11 +58,14 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
 }
 
 // A file asked for on the command line that could not be written is a usage error
-// found before anything runs, not after a whole run.
-void check_output_file(const char* option, const std::string& file) {
+// found before anything runs, not after a whole run. An earlier run's file there is
+// removed, so what a script finds at the path is this run's output or nothing.
+void prepare_output_file(const char* option, const std::string& file) {
     if (file.empty()) return;
     if (const std::string reason = report::unwritable_reason(file); !reason.empty())
         throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(file, ec)) std::filesystem::remove(file, ec);
 }
 
 int list_plugins() {
@@ -240,7 +243,7 @@ int run_command(int argc, char** argv) {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
         if (validate_command->parsed()) {
-            check_output_file("--junit", checks.junit);
+            prepare_output_file("--junit", checks.junit);
             if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
                 throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
                                               checks.repeat, INT64_MAX));
@@ -251,7 +254,7 @@ int run_command(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
-        check_output_file("--report", args.report);
+        prepare_output_file("--report", args.report);
         return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';

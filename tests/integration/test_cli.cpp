@@ -476,6 +476,8 @@ TEST_CASE("a report lost at the end still ends with the verdict, and the run's e
     const std::string lost = "error: --report " + report.string() + ": cannot write " + temporary.string() +
                              ": File too large\n";
     SECTION("a clean run exits 1: what it was asked for is missing") {
+        // An earlier run's report at the path is gone too: a script reads no stale file.
+        dir.write("r.json", "{\"from\": \"an earlier run\"}\n");
         auto config = dir.write("run.toml", tiny_config()).string();
         auto run = run_trainhost({"--config", config, "--report", report.string()}, kReportTooLarge);
         CHECK(run.exit_code == 1);
