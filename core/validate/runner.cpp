@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <ostream>
 #include <poll.h>
 #include <spawn.h>
@@ -121,7 +122,12 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     return outcome;
 }
 
-std::string xml_escape(const std::string& text) {
+// The file says encoding="UTF-8"; a plugin's message need not be, so each bad byte
+// becomes U+FFFD, as in the JSON report.
+std::string xml_escape(const std::string& raw) {
+    const std::string text =
+        nlohmann::json::parse(nlohmann::json(raw).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
+            .get<std::string>();
     std::string out;
     for (char c : text) {
         switch (c) {

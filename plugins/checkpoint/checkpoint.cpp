@@ -80,7 +80,8 @@ public:
         {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
          "file name template: {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is appended"},
         {"auto_insert_metric_name", TH_OPTION_BOOL, "true",
-         "write each field as name=value: {epoch}-{val_loss:.4f} gives epoch=3-val_loss=0.2871"},
+         "write each field as name=value: {epoch}-{val_loss:.4f} gives epoch=3-val_loss=0.2871 (a template that "
+         "spells the names itself, epoch={epoch}, wants false)"},
         {"monitor", TH_OPTION_STRING, "\"\"", "metric that ranks checkpoints; empty: the most recent are best"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min or max: which monitored values are better"},
         {"save_top_k", TH_OPTION_INT, "1", "how many of the best to keep: -1 all, 0 none"},

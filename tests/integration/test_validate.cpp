@@ -109,6 +109,13 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     auto leaky = run_trainhost({"validate", test_plugin("test_leaky"), "--junit", junit.string()});
     CHECK(leaky.exit_code == 1);
     CHECK_THAT(test_support::read_file(junit), Contains("<failure message=\"leak: plugin=test_leaky"));
+    // A plugin's bytes that are not UTF-8 reach the UTF-8 XML as U+FFFD.
+    auto options = dir.write("leaky.toml", "[plugins.test_leaky]\ninvalid_utf8_tag = true\n");
+    leaky = run_trainhost({"validate", test_plugin("test_leaky"), "--config", options.string(), "--junit", junit.string()});
+    CHECK(leaky.exit_code == 1);
+    const std::string bad_xml = test_support::read_file(junit);
+    CHECK_THAT(bad_xml, Contains("\xEF\xBF\xBD"));
+    CHECK(bad_xml.find('\xFF') == std::string::npos);
     auto missing = run_trainhost({"validate", "no_such_plugin"});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.out, Contains("FAIL  metadata") && Contains("plugin 'no_such_plugin' not found"));
