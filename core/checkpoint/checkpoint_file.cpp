@@ -1,9 +1,11 @@
 #include "checkpoint/checkpoint_file.hpp"
 
+#include "files/atomic_file.hpp"
+
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -70,23 +72,6 @@ std::uint32_t metadata_crc_of(const std::map<std::string, std::string>& metadata
 
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
 
-[[noreturn]] void io_failure(const fs::path& file, const char* what) {
-    throw CheckpointError(fmt::format("{}: {} failed: {}", file.string(), what, std::strerror(errno)));
-}
-
-void write_all(int fd, const void* bytes, std::size_t size, const fs::path& file) {
-    const auto* p = static_cast<const unsigned char*>(bytes);
-    while (size > 0) {
-        const ssize_t written = ::write(fd, p, size);
-        if (written < 0) {
-            if (errno == EINTR) continue;
-            io_failure(file, "write");
-        }
-        p += written;
-        size -= static_cast<std::size_t>(written);
-    }
-}
-
 }  // namespace
 
 void write_checkpoint(const fs::path& file, const CheckpointData& data) {
@@ -111,7 +96,7 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
     std::string text = as_utf8(header);
     // Pad with spaces so the data starts 8-byte aligned, as safetensors writers do.
     text.append((8 - (text.size() + 8) % 8) % 8, ' ');
-    unsigned char size_le[8];
+    std::array<unsigned char, 8> size_le;
     for (int i = 0; i < 8; ++i) size_le[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
 
     if (file.has_parent_path()) {
@@ -119,34 +104,15 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
         fs::create_directories(file.parent_path(), ec);
         if (ec) throw CheckpointError(fmt::format("{}: cannot create directory: {}", file.parent_path().string(), ec.message()));
     }
-    fs::path temporary = file;
-    temporary += fmt::format(".tmp{}", ::getpid());
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) io_failure(temporary, "open");
+    const auto bytes = [](const auto& data) {
+        return std::string_view(reinterpret_cast<const char*>(data.data()), data.size());
+    };
     try {
-        write_all(fd, size_le, sizeof size_le, temporary);
-        write_all(fd, text.data(), text.size(), temporary);
-        write_all(fd, payload.data(), payload.size(), temporary);
-        if (::fsync(fd) != 0) io_failure(temporary, "fsync");
-    } catch (...) {
-        ::close(fd);
-        ::unlink(temporary.c_str());
-        throw;
-    }
-    if (::close(fd) != 0) {
-        ::unlink(temporary.c_str());
-        io_failure(temporary, "close");
-    }
-    if (::rename(temporary.c_str(), file.c_str()) != 0) {
-        ::unlink(temporary.c_str());
-        io_failure(file, "rename");
-    }
-    // The rename is durable only once the directory entry is.
-    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
-    const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (dir_fd >= 0) {
-        ::fsync(dir_fd);
-        ::close(dir_fd);
+        // The pid keeps two processes saving the same path from sharing a temporary file.
+        files::write_atomically(file, fmt::format(".tmp{}", ::getpid()),
+                                {bytes(size_le), text, bytes(payload)});
+    } catch (const std::runtime_error& e) {
+        throw CheckpointError(e.what());
     }
 }
 

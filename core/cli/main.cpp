@@ -7,6 +7,7 @@
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
+#include "files/atomic_file.hpp"
 #include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "validate/validate.hpp"
@@ -149,7 +150,7 @@ int train(const TrainArguments& args) {
     int exit_code = result.exit_code;
     if (!args.report.empty()) {
         try {
-            report::write_atomically(args.report, report::to_json(result, options));
+            files::write_atomically(args.report, ".tmp", {report::to_json(result, options)});
         } catch (const std::exception& e) {
             // The run's own outcome stays what it was; a run that ended well but lost
             // the report it was asked for is a usage error, as a bad path found early is.

@@ -1,0 +1,53 @@
+#include "files/atomic_file.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <stdexcept>
+#include <unistd.h>
+
+namespace trainhost::files {
+
+namespace fs = std::filesystem;
+
+void write_atomically(const fs::path& file, std::string_view temporary_suffix,
+                      std::initializer_list<std::string_view> parts) {
+    fs::path temporary = file;
+    temporary += temporary_suffix;
+    // errno first: removing the temporary file may change it.
+    const auto failure = [&](const std::string& what) {
+        const std::string reason = std::strerror(errno);
+        std::error_code ignored;
+        fs::remove(temporary, ignored);
+        return std::runtime_error(fmt::format("cannot {}: {}", what, reason));
+    };
+    const std::string write_temporary = "write " + temporary.string();
+    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary.string(), std::strerror(errno)));
+    const auto close_after = [&](const std::string& what) {
+        const int saved = errno;
+        ::close(fd);
+        errno = saved;
+        return failure(what);
+    };
+    for (std::string_view part : parts) {
+        while (!part.empty()) {
+            const ssize_t written = ::write(fd, part.data(), part.size());
+            if (written < 0 && errno == EINTR) continue;
+            if (written < 0) throw close_after(write_temporary);
+            part.remove_prefix(static_cast<std::size_t>(written));
+        }
+    }
+    if (::fsync(fd) != 0) throw close_after(write_temporary);
+    if (::close(fd) != 0) throw failure(write_temporary);
+    if (::rename(temporary.c_str(), file.c_str()) != 0) throw failure(fmt::format("rename {} to {}", temporary.string(), file.string()));
+    // The rename is durable only once the directory entry is.
+    const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
+    if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
+        ::fsync(dir_fd);
+        ::close(dir_fd);
+    }
+}
+
+}  // namespace trainhost::files
