@@ -1,5 +1,7 @@
 #include "integration/process.hpp"
 
+#include <catch2/catch.hpp>
+
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
@@ -89,6 +91,25 @@ layers = [ { type = "dense", units = 4 }, { type = "tanh" }, { type = "dense", u
 type = "adam"
 lr = 0.01
 )" + extra;
+}
+
+std::string usage_error(const std::string& message) {
+    return "error: " + message + "\n(run trainhost --help for usage)\n";
+}
+
+void check_usage_errors(const UsageCases& cases, const std::vector<std::string>& before) {
+    for (const auto& [arguments, message] : cases) {
+        std::string name;
+        for (const std::string& argument : arguments) name += (name.empty() ? "" : " ") + argument;
+        DYNAMIC_SECTION(name) {
+            std::vector<std::string> all = before;
+            all.insert(all.end(), arguments.begin(), arguments.end());
+            auto run = run_trainhost(all);
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == usage_error(message));
+            CHECK(run.out.empty());
+        }
+    }
 }
 
 }  // namespace test_support

@@ -15,6 +15,14 @@ struct RunResult {
     [[nodiscard]] std::string last_line() const;
 };
 
+// What the command line prints on stderr for a usage error: the message, then the hint.
+[[nodiscard]] std::string usage_error(const std::string& message);
+
+// Each (arguments, message) of `cases`, run after `before`, is a usage error: exit 1,
+// exactly usage_error(message) on stderr, nothing on stdout. A Catch section each.
+using UsageCases = std::vector<std::pair<std::vector<std::string>, std::string>>;
+void check_usage_errors(const UsageCases& cases, const std::vector<std::string>& before = {});
+
 // Arguments are passed through the shell; each is single-quoted. `shell_setup` runs in
 // that shell first (a ulimit, a trap), so that trainhost inherits what it sets.
 [[nodiscard]] RunResult run_trainhost(const std::vector<std::string>& arguments, const std::string& shell_setup = "");

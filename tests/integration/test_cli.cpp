@@ -34,24 +34,23 @@ TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
 TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
     TempDir dir;
     const std::string config = dir.write("run.toml", tiny_config()).string();
-    const std::string usage = "\n(run trainhost --help for usage)\n";
     for (const std::string seed : {"-1", "18446744073709551616", "9223372036854775808"}) {
         DYNAMIC_SECTION("train --seed " << seed) {
             auto run = run_trainhost({"--config", config, "--seed", seed});
             CHECK(run.exit_code == 1);
-            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+            CHECK(run.err == test_support::usage_error("--seed: " + seed + " is out of range [0, 9223372036854775807]"));
         }
         DYNAMIC_SECTION("validate --seed " << seed) {
             auto run = run_trainhost({"validate", "progress", "--seed", seed});
             CHECK(run.exit_code == 1);
-            CHECK(run.err == "error: --seed: " + seed + " is out of range [0, 9223372036854775807]" + usage);
+            CHECK(run.err == test_support::usage_error("--seed: " + seed + " is out of range [0, 9223372036854775807]"));
             CHECK(run.out.empty());
         }
     }
     SECTION("not an integer") {
         auto run = run_trainhost({"--config", config, "--seed", "1.5"});
         CHECK(run.exit_code == 1);
-        CHECK(run.err == "error: --seed: '1.5' is not an integer" + usage);
+        CHECK(run.err == test_support::usage_error("--seed: '1.5' is not an integer"));
     }
     SECTION("the largest seed is taken, as the config file takes it") {
         const std::string report = (dir.path() / "r.json").string();
@@ -89,7 +88,7 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     CHECK_THAT(missing.err, Contains("/nonexistent/run.toml"));
     auto no_config = run_trainhost({"--epochs", "2"});
     CHECK(no_config.exit_code == 1);
-    CHECK(no_config.err == "error: --config FILE is required to train\n(run trainhost --help for usage)\n");
+    CHECK(no_config.err == test_support::usage_error("--config FILE is required to train"));
     TempDir dir;
     auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
     CHECK(cuda.exit_code == 1);
@@ -105,8 +104,7 @@ TEST_CASE("usage errors exit 1", "[cli]") {
 TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
     TempDir dir;
     const std::string config = dir.write("run.toml", tiny_config()).string();
-    const std::string usage = "\n(run trainhost --help for usage)\n";
-    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+    const test_support::UsageCases cases = {
         {{"--epochs", "-1"}, "--epochs: -1 is out of range [0, 1000000]"},
         {{"--epochs", "1000001"}, "--epochs: 1000001 is out of range [0, 1000000]"},
         {{"--epochs", "x"}, "--epochs: 'x' is not an integer"},
@@ -116,16 +114,7 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };
-    for (const auto& [arguments, message] : cases) {
-        DYNAMIC_SECTION(arguments[0] << " " << arguments[1]) {
-            std::vector<std::string> all = {"--config", config};
-            all.insert(all.end(), arguments.begin(), arguments.end());
-            auto run = run_trainhost(all);
-            CHECK(run.exit_code == 1);
-            CHECK(run.err == "error: " + message + usage);
-            CHECK(run.out.empty());
-        }
-    }
+    test_support::check_usage_errors(cases, {"--config", config});
     SECTION("a device this run lacks") {
         auto run = run_trainhost({"--config", config, "--device", "cpu:9"});
         CHECK(run.exit_code == 1);
@@ -137,11 +126,10 @@ TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[
     TempDir dir;
     auto directory = run_trainhost({"--config", dir.path().string()});
     CHECK(directory.exit_code == 1);
-    CHECK(directory.err == "error: --config: File is actually a directory: " + dir.path().string() +
-                               "\n(run trainhost --help for usage)\n");
+    CHECK(directory.err == test_support::usage_error("--config: File is actually a directory: " + dir.path().string()));
     auto empty = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--plugins="});
     CHECK(empty.exit_code == 1);
-    CHECK(empty.err == "error: --plugins: 1 required TEXT missing\n(run trainhost --help for usage)\n");
+    CHECK(empty.err == test_support::usage_error("--plugins: 1 required TEXT missing"));
 }
 
 TEST_CASE("the data and the model must fit each other", "[cli][config]") {

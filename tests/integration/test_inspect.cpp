@@ -158,20 +158,10 @@ TEST_CASE("inspect --json writes a plugin's bytes that are not UTF-8 as U+FFFD",
 }
 
 TEST_CASE("inspect with a missing or extra argument or an unknown flag exits 1 with the parser's message", "[cli][inspect]") {
-    const std::string usage = "\n(run trainhost --help for usage)\n";
-    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+    const test_support::UsageCases cases = {
         {{"inspect"}, "plugin is required"},
         {{"inspect", "progress", "early_stopping"}, "The following argument was not expected: early_stopping"},
         {{"inspect", "progress", "--yaml"}, "The following argument was not expected: --yaml"},
     };
-    for (const auto& [arguments, message] : cases) {
-        std::string name;
-        for (const std::string& argument : arguments) name += (name.empty() ? "" : " ") + argument;
-        DYNAMIC_SECTION(name) {
-            auto run = run_trainhost(arguments);
-            CHECK(run.exit_code == 1);
-            CHECK(run.err == "error: " + message + usage);
-            CHECK(run.out.empty());
-        }
-    }
+    test_support::check_usage_errors(cases);
 }

@@ -159,8 +159,7 @@ TEST_CASE("a JUnit file lost at the end keeps the summary and exits 1", "[valida
 }
 
 TEST_CASE("validate usage errors exit 1 with the parser's message and run nothing", "[validate][cli]") {
-    const std::string usage = "\n(run trainhost --help for usage)\n";
-    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+    const test_support::UsageCases cases = {
         {{"validate"}, "plugin is required"},
         {{"validate", "progress", "--strictness", "0"}, "--strictness: 0 is out of range [1, 10]"},
         {{"validate", "progress", "--strictness", "11"}, "--strictness: 11 is out of range [1, 10]"},
@@ -171,14 +170,5 @@ TEST_CASE("validate usage errors exit 1 with the parser's message and run nothin
          "--config: File does not exist: /nonexistent/options.toml"},
         {{"validate", "progress", "--fast"}, "The following argument was not expected: --fast"},
     };
-    for (const auto& [arguments, message] : cases) {
-        std::string name;
-        for (const std::string& argument : arguments) name += (name.empty() ? "" : " ") + argument;
-        DYNAMIC_SECTION(name) {
-            auto run = run_trainhost(arguments);
-            CHECK(run.exit_code == 1);
-            CHECK(run.err == "error: " + message + usage);
-            CHECK(run.out.empty());
-        }
-    }
+    test_support::check_usage_errors(cases);
 }
