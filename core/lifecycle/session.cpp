@@ -581,8 +581,7 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
     }
     if (seen > 0) {
-        const double loss = loss_sum / static_cast<double>(seen);
-        metrics_[fmt::format("{}_loss", prefix)] = loss;
+        metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
         if (dataset.classes > 0)
             metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
     }

@@ -26,8 +26,6 @@ std::string message_of(const th_hook_result& result) {
 // A plugin may return any int where the ABI says th_status, and write any int where
 // it says th_control; a C++ enum must not hold a value it does not define, so the
 // number is taken as an int and checked before it becomes one.
-int raw_number(th_status status) noexcept { return static_cast<int>(status); }
-
 th_status known_status(int raw) noexcept {
     return raw >= TH_OK && raw <= TH_UNDECLARED ? static_cast<th_status>(raw) : TH_ERROR;
 }
@@ -45,7 +43,7 @@ void PluginInstance::create() {
     th_hook_result result{};
     void* instance = nullptr;
     const th_status status =
-        known_status(raw_number(entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result)));
+        known_status(static_cast<int>(entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result)));
     if (status != TH_OK || instance == nullptr) {
         // A refusal that still made an instance is destroyed, as every created one is.
         if (instance != nullptr) entry().destroy(instance);
@@ -64,7 +62,7 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     if (function == nullptr || instance_ == nullptr) return {};
     th_hook_result result{};
     HookOutcome outcome;
-    const int status = raw_number(function(instance_, &host_, &result));
+    const int status = static_cast<int>(function(instance_, &host_, &result));
     outcome.status = known_status(status);
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty())
@@ -84,7 +82,7 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
 HookOutcome PluginInstance::save_state() noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = known_status(raw_number(entry().vtable->save_state(instance_, &host_, &result)));
+    outcome.status = known_status(static_cast<int>(entry().vtable->save_state(instance_, &host_, &result)));
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty()) outcome.message = "save_state failed without a message";
     return outcome;
@@ -93,7 +91,7 @@ HookOutcome PluginInstance::save_state() noexcept {
 HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = known_status(raw_number(entry().vtable->load_state(instance_, &host_, bytes, size, &result)));
+    outcome.status = known_status(static_cast<int>(entry().vtable->load_state(instance_, &host_, bytes, size, &result)));
     outcome.message = message_of(result);
     if (outcome.failed() && outcome.message.empty()) outcome.message = "load_state failed without a message";
     return outcome;
