@@ -27,8 +27,9 @@ public:
     [[nodiscard]] virtual MemoryResource& pinned() noexcept = 0;
     [[nodiscard]] virtual Backend& backend() noexcept = 0;
 
-    // Streams, events, BLAS and DNN handles. nullptr when the object cannot be made.
-    [[nodiscard]] virtual void* create_object(th_resource_kind kind) noexcept = 0;
+    // Streams, events, BLAS and DNN handles. nullptr when the device is out of the
+    // memory or handles the object needs; any other failure throws, as allocate does.
+    [[nodiscard]] virtual void* create_object(th_resource_kind kind) = 0;
     virtual void destroy_object(th_resource_kind kind, void* object) noexcept = 0;
     // What one object of `kind` costs the device, for accounting.
     [[nodiscard]] virtual std::uint64_t object_bytes(th_resource_kind kind) const noexcept = 0;

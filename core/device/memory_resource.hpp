@@ -23,9 +23,11 @@ public:
     virtual ~MemoryResource() = default;
 
     [[nodiscard]] virtual const std::string& device_name() const noexcept = 0;
-    // Returns nullptr when the memory cannot be had; `reserved` receives the
-    // rounded size actually set aside.
-    [[nodiscard]] virtual void* allocate(std::size_t bytes, std::size_t& reserved) noexcept = 0;
+    // Returns nullptr when the device is out of memory; `reserved` receives the
+    // rounded size actually set aside. Any other failure (a device fault left by an
+    // earlier kernel, say) throws, naming the device and the call: it must not read
+    // as "out of memory".
+    [[nodiscard]] virtual void* allocate(std::size_t bytes, std::size_t& reserved) = 0;
     virtual void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept = 0;
     virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
     virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) = 0;

@@ -47,22 +47,23 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     ledger_ = std::make_unique<resources::Ledger>(std::move(raw));
     // From here a failure must give the devices' handles back before the ledger goes.
     try {
-        // The core's own stream and library handles are leases like any plugin's.
-        for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
-            if (!devices_[i]->wants_core_objects()) continue;
-            auto object = [&](th_resource_kind kind, const char* tag) {
-                const th_handle handle = ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
-                core_objects_.push_back(handle);
-                return ledger_->object(resources::kCoreOwner, handle, kind);
-            };
-            devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"),
-                                            object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
-                                            object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
-        }
-        // A GPU that fails its first use stops the run only if the run asked for it;
-        // otherwise nothing is computed or moved there.
+        // A GPU that fails its first use (its handles, or a warm-up that runs every
+        // operation once) stops the run only if the run asked for it; otherwise nothing
+        // is computed or moved there.
         for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
             try {
+                if (devices_[i]->wants_core_objects()) {
+                    // The core's own stream and library handles are leases like any plugin's.
+                    auto object = [&](th_resource_kind kind, const char* tag) {
+                        const th_handle handle =
+                            ledger_->acquire(resources::kCoreOwner, kind, 0, TH_SCOPE_SESSION, tag, i);
+                        core_objects_.push_back(handle);
+                        return ledger_->object(resources::kCoreOwner, handle, kind);
+                    };
+                    devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"),
+                                                    object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
+                                                    object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
+                }
                 devices_[i]->warm_up();
             } catch (const std::exception& e) {
                 unusable_[i] = e.what();

@@ -23,7 +23,7 @@ OwnerId Ledger::register_owner(const std::string& name) {
 const std::string& Ledger::owner_name(OwnerId owner) const { return owners_.at(owner); }
 
 void* Ledger::allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex index,
-                                std::size_t& reserved) noexcept {
+                                std::size_t& reserved) {
     device::Device& dev = *devices_[index];
     switch (kind) {
     case TH_RESOURCE_DEVICE_MEMORY: return dev.memory().allocate(bytes, reserved);
@@ -92,8 +92,9 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     if (is_memory(kind) && bytes == 0) throw ResourceError(TH_INVALID_ARGUMENT, "a memory lease needs at least one byte");
     if (kind == TH_RESOURCE_DEVICE_MEMORY) check_budget(owner, bytes);
 
-    // Everything that can throw happens before the upstream allocation, so that a
-    // failure never leaves memory that nobody lists.
+    // Everything that can throw happens before the upstream allocation (which itself
+    // throws only having taken nothing), so that a failure never leaves memory that
+    // nobody lists.
     auto stack = capture_stacks_ ? capture_stack() : nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
     const bool in_step = owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START &&

@@ -109,7 +109,7 @@ private:
     LeaseRecord& checked(OwnerId owner, th_handle handle, const char* operation);
     void check_budget(OwnerId owner, std::uint64_t bytes) const;
     void* allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex device,
-                            std::size_t& reserved) noexcept;
+                            std::size_t& reserved);
     void free_upstream(const LeaseRecord& lease) noexcept;
     void count_in(const LeaseRecord& lease) noexcept;
     void count_out(const LeaseRecord& lease) noexcept;

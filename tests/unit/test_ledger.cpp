@@ -102,3 +102,91 @@ TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
                       Catch::Contains("cannot outlive the plugin"));
     CHECK_THROWS_AS(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 0, TH_SCOPE_FIT, ""), ResourceError);
 }
+
+namespace {
+
+// A device whose memory fails on demand: out of memory (nullptr), or a fault that
+// throws, as a CUDA allocation does after an earlier kernel went wrong.
+class FailingMemory final : public device::MemoryResource {
+public:
+    enum class Failure { none, out_of_memory, fault };
+    Failure failure = Failure::none;
+
+    [[nodiscard]] const std::string& device_name() const noexcept override { return inner_.device_name(); }
+    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) override {
+        if (failure == Failure::out_of_memory) return nullptr;
+        if (failure == Failure::fault)
+            throw std::runtime_error("cuda:0: cudaMallocFromPoolAsync: an illegal memory access was encountered");
+        return inner_.allocate(bytes, reserved);
+    }
+    void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override {
+        inner_.deallocate(address, bytes, reserved);
+    }
+    void copy_to_host(void* dst, const void* src, std::size_t bytes) override { inner_.copy_to_host(dst, src, bytes); }
+    void copy_from_host(void* dst, const void* src, std::size_t bytes) override { inner_.copy_from_host(dst, src, bytes); }
+    [[nodiscard]] device::MemoryStats stats() const noexcept override { return inner_.stats(); }
+
+private:
+    device::CpuMemoryResource inner_{"cuda:0"};
+};
+
+class FailingDevice final : public device::Device {
+public:
+    FailingMemory memory_;
+    [[nodiscard]] const std::string& name() const noexcept override { return name_; }
+    [[nodiscard]] device::MemoryResource& memory() noexcept override { return memory_; }
+    [[nodiscard]] device::MemoryResource& pinned() noexcept override { return cpu_.pinned(); }
+    [[nodiscard]] device::Backend& backend() noexcept override { return cpu_.backend(); }
+    [[nodiscard]] void* create_object(th_resource_kind kind) override { return cpu_.create_object(kind); }
+    void destroy_object(th_resource_kind kind, void* object) noexcept override { cpu_.destroy_object(kind, object); }
+    [[nodiscard]] std::uint64_t object_bytes(th_resource_kind kind) const noexcept override {
+        return cpu_.object_bytes(kind);
+    }
+    void stream_synchronize(void* stream) override { cpu_.stream_synchronize(stream); }
+    void event_record(void* event, void* stream) override { cpu_.event_record(event, stream); }
+    [[nodiscard]] bool event_query(void* event) override { return cpu_.event_query(event); }
+    void synchronize() override {}
+
+private:
+    std::string name_ = "cuda:0";
+    device::CpuDevice cpu_{0};
+};
+
+}  // namespace
+
+TEST_CASE("a device fault during an allocation is not reported as out of memory and leaves nothing behind",
+          "[ledger]") {
+    FailingDevice gpu;
+    Ledger ledger({&gpu});
+    const auto owner = ledger.register_owner("p");
+
+    gpu.memory_.failure = FailingMemory::Failure::out_of_memory;
+    try {
+        (void)ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 4096, TH_SCOPE_FIT, "big");
+        FAIL("no ResourceError");
+    } catch (const ResourceError& e) {
+        CHECK(e.status() == TH_OUT_OF_MEMORY);
+        CHECK_THAT(e.what(), Catch::Equals("cuda:0: cannot provide device_memory (4096 bytes) for p (tag big)"));
+    }
+
+    gpu.memory_.failure = FailingMemory::Failure::fault;
+    try {
+        (void)ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 4096, TH_SCOPE_FIT, "big");
+        FAIL("no exception");
+    } catch (const ResourceError& e) {
+        FAIL("a device fault became a ResourceError: " << e.what());
+    } catch (const std::runtime_error& e) {
+        CHECK_THAT(e.what(), Catch::Equals("cuda:0: cudaMallocFromPoolAsync: an illegal memory access was encountered"));
+    }
+    CHECK(ledger.live_leases() == 0);
+    CHECK(ledger.usage(owner).bytes_in_use == 0);
+    CHECK(ledger.usage(owner).bytes_reserved == 0);
+    CHECK(ledger.usage(owner).leases == 0);
+
+    gpu.memory_.failure = FailingMemory::Failure::none;  // the ledger is intact for the next lease
+    th_handle handle = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "small");
+    CHECK(ledger.live_leases() == 1);
+    CHECK(ledger.usage(owner).bytes_in_use == 64);
+    ledger.release(owner, handle, 64);
+    CHECK(gpu.memory_.stats().in_use == 0);
+}

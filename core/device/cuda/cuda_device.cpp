@@ -9,6 +9,8 @@
 
 namespace trainhost::device {
 
+using cuda_detail::out_of_memory;
+
 namespace {
 
 // The handle plus its workspace: a BLAS lease is both.
@@ -54,14 +56,12 @@ CudaMemoryResource::~CudaMemoryResource() {
     }
 }
 
-void* CudaMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
+void* CudaMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) {
     reserved = (bytes + kGranularity - 1) / kGranularity * kGranularity;
     void* address = nullptr;
-    if (cudaSetDevice(ordinal_) != cudaSuccess ||
-        cudaMallocFromPoolAsync(&address, bytes, pool_, stream_) != cudaSuccess) {
-        cudaGetLastError();  // clear the sticky-free error state for the next call
+    if (out_of_memory(cudaSetDevice(ordinal_), name_, "cudaSetDevice") ||
+        out_of_memory(cudaMallocFromPoolAsync(&address, bytes, pool_, stream_), name_, "cudaMallocFromPoolAsync"))
         return nullptr;
-    }
     stats_.in_use += bytes;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
     ++stats_.allocations;
@@ -103,13 +103,10 @@ MemoryStats CudaMemoryResource::stats() const noexcept {
     return stats;
 }
 
-void* CudaPinnedResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
+void* CudaPinnedResource::allocate(std::size_t bytes, std::size_t& reserved) {
     reserved = bytes;
     void* address = nullptr;
-    if (cudaMallocHost(&address, bytes) != cudaSuccess) {
-        cudaGetLastError();
-        return nullptr;
-    }
+    if (out_of_memory(cudaMallocHost(&address, bytes), name_, "cudaMallocHost")) return nullptr;
     stats_.in_use += bytes;
     stats_.reserved += bytes;
     stats_.peak_in_use = std::max(stats_.peak_in_use, stats_.in_use);
@@ -155,31 +152,41 @@ void CudaDevice::adopt_core_objects(void* stream, void* blas, void* dnn) {
 
 void CudaDevice::warm_up() { device::warm_up(*backend_, *memory_); }
 
-void* CudaDevice::create_object(th_resource_kind kind) noexcept {
-    if (cudaSetDevice(ordinal_) != cudaSuccess) return nullptr;
+void* CudaDevice::create_object(th_resource_kind kind) {
+    if (out_of_memory(cudaSetDevice(ordinal_), name_, "cudaSetDevice")) return nullptr;
     switch (kind) {
     case TH_RESOURCE_STREAM: {
         cudaStream_t stream = nullptr;
-        return cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess ? stream : nullptr;
+        return out_of_memory(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), name_, "cudaStreamCreateWithFlags")
+                   ? nullptr
+                   : stream;
     }
     case TH_RESOURCE_EVENT: {
         cudaEvent_t event = nullptr;
-        return cudaEventCreateWithFlags(&event, cudaEventDisableTiming) == cudaSuccess ? event : nullptr;
+        return out_of_memory(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name_, "cudaEventCreateWithFlags")
+                   ? nullptr
+                   : event;
     }
     case TH_RESOURCE_BLAS_HANDLE: {
         auto* context = new (std::nothrow) CudaBlasContext();
         if (context == nullptr) return nullptr;
-        if (cublasCreate(&context->handle) != CUBLAS_STATUS_SUCCESS ||
-            cudaMalloc(&context->workspace, kBlasWorkspaceBytes) != cudaSuccess ||
-            cublasSetWorkspace(context->handle, context->workspace, kBlasWorkspaceBytes) != CUBLAS_STATUS_SUCCESS) {
+        try {
+            if (out_of_memory(cublasCreate(&context->handle), name_, "cublasCreate") ||
+                out_of_memory(cudaMalloc(&context->workspace, kBlasWorkspaceBytes), name_, "cudaMalloc (cuBLAS workspace)") ||
+                out_of_memory(cublasSetWorkspace(context->handle, context->workspace, kBlasWorkspaceBytes), name_,
+                              "cublasSetWorkspace")) {
+                destroy_object(kind, context);
+                return nullptr;
+            }
+        } catch (...) {
             destroy_object(kind, context);
-            return nullptr;
+            throw;
         }
         return context;
     }
     case TH_RESOURCE_DNN_HANDLE: {
         cudnnHandle_t handle = nullptr;
-        return cudnnCreate(&handle) == CUDNN_STATUS_SUCCESS ? handle : nullptr;
+        return out_of_memory(cudnnCreate(&handle), name_, "cudnnCreate") ? nullptr : handle;
     }
     default: return nullptr;
     }

@@ -28,7 +28,7 @@ public:
     void bind_stream(cudaStream_t stream) noexcept { stream_ = stream; }
 
     [[nodiscard]] const std::string& device_name() const noexcept override { return name_; }
-    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) noexcept override;
+    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) override;
     void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override;
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override;
     void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) override;
@@ -47,7 +47,7 @@ class CudaPinnedResource final : public MemoryResource {
 public:
     explicit CudaPinnedResource(std::string name) : name_(std::move(name)) {}
     [[nodiscard]] const std::string& device_name() const noexcept override { return name_; }
-    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) noexcept override;
+    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) override;
     void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override;
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override;
     void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) override;
@@ -68,7 +68,7 @@ public:
     [[nodiscard]] MemoryResource& memory() noexcept override { return *memory_; }
     [[nodiscard]] MemoryResource& pinned() noexcept override { return *pinned_; }
     [[nodiscard]] Backend& backend() noexcept override;
-    [[nodiscard]] void* create_object(th_resource_kind kind) noexcept override;
+    [[nodiscard]] void* create_object(th_resource_kind kind) override;
     void destroy_object(th_resource_kind kind, void* object) noexcept override;
     [[nodiscard]] std::uint64_t object_bytes(th_resource_kind kind) const noexcept override;
     void stream_synchronize(void* stream) override;
