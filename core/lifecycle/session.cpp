@@ -434,7 +434,14 @@ void Session::train_fit(FitRecord& record) {
                              kExitTraining);
         check_interrupt();  // during validation: the epoch ends whole, epoch_end included
     }
-    if (test_) evaluate(*test_, "test", false);
+    if (test_) {
+        evaluate(*test_, "test", false);
+        // The last steps can diverge where no validation looks (none, or before it):
+        // the test set is then the first to see it, and fails the fit alike.
+        if (const double loss = metrics_.at("test_loss"); !std::isfinite(loss) && !fit.stop_requested)
+            throw FitFailure(fmt::format("non-finite test loss ({}) at fit {}", loss_text(loss), state_.fit_index + 1),
+                             kExitTraining);
+    }
     dispatch(TH_HOOK_FIT_END);
 }
 

@@ -1,7 +1,9 @@
 // The command line as a user meets it: every bad input has its message and exit code.
+#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <unistd.h>
@@ -547,5 +549,38 @@ TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
         CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
         CHECK(nlohmann::json::parse(test_support::read_file(report))["fits"][0]["failure"] ==
               "non-finite loss (nan) at fit 1 epoch 5 batch 1");
+    }
+    SECTION("on the test set, which alone sees the last step diverge") {
+        if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) +
+                                     "/t10k-images-idx3-ubyte.gz")) {
+            WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); test-set case not run");
+            return;
+        }
+        // Three finite batches at a learning rate that makes the fourth's loss NaN.
+        auto config = dir.write("run.toml", R"(seed = 1
+epochs = 1
+[data]
+dataset = "fashion_mnist"
+limit = 256
+batch_size = 64
+limit_train_batches = 3
+validation_fraction = 0
+[model]
+layers = [ { type = "flatten" }, { type = "dense", units = 64 }, { type = "relu" }, { type = "dense", units = 64 },
+           { type = "relu" }, { type = "dense", units = 64 }, { type = "relu" }, { type = "dense", units = 10 } ]
+[optimizer]
+type = "sgd"
+lr = 1000
+momentum = 0.99
+)");
+        auto run = run_trainhost({"--config", config.string(), "--device", "cpu", "--report", report.string()});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: non-finite test loss (nan) at fit 1\n"));
+        CHECK_THAT(run.out, Contains("fit 1/1: 1 epoch,") && Contains(" test_loss=nan ") && Contains("- failed (exit 4)"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+        CHECK(fit["failure"] == "non-finite test loss (nan) at fit 1");
+        CHECK(fit["final_metrics"]["test_loss"].is_null());
+        CHECK(std::isfinite(fit["final_metrics"]["train_loss"].get<double>()));
     }
 }
