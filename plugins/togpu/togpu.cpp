@@ -30,12 +30,12 @@ class ToGpu final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "togpu";
     static constexpr const char* version = "1.0.0";
-    static constexpr const char* description = "move the model to a device once, or at every epoch start";
+    static constexpr const char* description = "move the model to a device once, or again at every epoch start";
     static constexpr const char* writes = "device";
     static constexpr th_option_spec options[] = {
         {"target", TH_OPTION_STRING, "\"auto\"",
          "device to move to: auto (the best this build has), cpu, cpu:N, cuda, cuda:N"},
-        {"when", TH_OPTION_STRING, "\"once\"", "once (at to_device) or every_epoch (at each epoch start)"},
+        {"when", TH_OPTION_STRING, "\"once\"", "once (at to_device) or every_epoch (at to_device and at each epoch start)"},
     };
 
     ToGpu(Context&, const trainhost::sdk::Options& options)

@@ -73,22 +73,40 @@ TEST_CASE("under warn a pool that grows every step prints three leak lines and c
     CHECK(report_of(dir)["violations"].size() == 7);  // every one of them in the report
 }
 
-TEST_CASE("moves of an SGD and an Adam model keep training identical", "[contract][moves]") {
+TEST_CASE("moves back and forth carry the optimizer's state: training stays identical and memory flat",
+          "[contract][moves]") {
     for (const char* optimizer : {"sgd", "adam"}) {
         DYNAMIC_SECTION(optimizer) {
             TempDir dir;
-            std::string text = tiny_config(3);
-            text.replace(text.find("type = \"adam\""), 13, std::string("type = \"") + optimizer + "\"");
+            std::string text = tiny_config(4);
+            // SGD with momentum, so that both optimizers have state to carry.
+            text.replace(text.find("type = \"adam\""), 13,
+                         optimizer == std::string("sgd") ? "type = \"sgd\"\nmomentum = 0.9" : "type = \"adam\"");
             auto stay = dir.write("stay.toml", text);
-            auto move = dir.write("move.toml", text + "\n[plugins.togpu]\ntarget = \"cpu:2\"\nwhen = \"every_epoch\"\n");
+            auto move = dir.write("move.toml", text + "\n[plugins.test_shuttle]\ndevices = \"cpu:0,cpu:1\"\n");
             auto a = run_trainhost({"--config", stay.string(), "--report", (dir.path() / "a.json").string()});
-            auto b = run_trainhost({"--config", move.string(), "--plugins=togpu", "--report", (dir.path() / "b.json").string()});
+            auto b = run_trainhost({"--config", move.string(), "--plugins=" + test_plugin("test_shuttle"), "--verbose",
+                                    "--report", (dir.path() / "b.json").string()});
             REQUIRE(a.exit_code == 0);
             REQUIRE(b.exit_code == 0);
-            auto ja = nlohmann::json::parse(test_support::read_file(dir.path() / "a.json"));
-            auto jb = nlohmann::json::parse(test_support::read_file(dir.path() / "b.json"));
-            CHECK(ja["fits"][0]["final_metrics"]["train_loss"] == jb["fits"][0]["final_metrics"]["train_loss"]);
-            CHECK(ja["fits"][0]["final_metrics"]["val_loss"] == jb["fits"][0]["final_metrics"]["val_loss"]);
+            // Epoch 1 starts where the model is; each later epoch moves it, after steps.
+            std::vector<std::string> moves;
+            for (const std::string& line : test_support::lines_of(b.out))
+                if (line.starts_with("moved the model")) moves.push_back(line);
+            CHECK(moves == std::vector<std::string>{"moved the model from cpu:0 to cpu:1",
+                                                    "moved the model from cpu:1 to cpu:0",
+                                                    "moved the model from cpu:0 to cpu:1"});
+            CHECK_THAT(b.last_line(), StartsWith("resources: clean"));
+            auto ja = nlohmann::json::parse(test_support::read_file(dir.path() / "a.json"))["fits"][0];
+            auto jb = nlohmann::json::parse(test_support::read_file(dir.path() / "b.json"))["fits"][0];
+            REQUIRE(jb["epochs"].size() == 4);
+            for (std::size_t epoch = 0; epoch < 4; ++epoch) {
+                INFO("epoch " << epoch + 1);
+                CHECK(ja["epochs"][epoch]["metrics"]["train_loss"] == jb["epochs"][epoch]["metrics"]["train_loss"]);
+                CHECK(ja["epochs"][epoch]["metrics"]["val_loss"] == jb["epochs"][epoch]["metrics"]["val_loss"]);
+                CHECK(jb["epochs"][epoch]["memory"]["bytes_in_use"] == ja["epochs"][epoch]["memory"]["bytes_in_use"]);
+            }
+            CHECK(jb["memory_after_teardown"]["bytes_in_use"] == 0);
         }
     }
 }
@@ -311,7 +329,7 @@ TEST_CASE("the failure scenarios run clean", "[contract][scenarios]") {
         auto run = run_trainhost(with_report(dir, {"--config", root + "togpu_every_epoch.toml", "--plugins=togpu",
                                                    "--epochs", "3", "--device", "cpu", "--verbose"}));
         REQUIRE(run.exit_code == 0);
-        // The first epoch start moves the model; the later requests find it there.
+        // to_device moves the model; the epoch-start requests find it there.
         const std::string moved = "moved the model from cpu:0 to cpu:1\n";
         REQUIRE(run.out.find(moved) != std::string::npos);
         CHECK(run.out.find("moved the model", run.out.find(moved) + moved.size()) == std::string::npos);

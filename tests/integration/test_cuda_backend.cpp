@@ -44,7 +44,7 @@ TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]"
     CHECK(g["unaccounted_device_bytes"]["cuda:0"] == 0);
 }
 
-TEST_CASE("togpu moves the model from the CPU to the GPU, state and all", "[cuda]") {
+TEST_CASE("togpu moves the model from the CPU to the GPU before the first step", "[cuda]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.togpu]\ntarget = \"cuda\"\nwhen = \"every_epoch\"\n")).string();
     auto run = run_trainhost({"--config", config, "--device", "cpu", "--plugins=togpu", "--verbose"});
@@ -55,6 +55,37 @@ TEST_CASE("togpu moves the model from the CPU to the GPU, state and all", "[cuda
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("moved the model from cpu:0 to cuda:0"));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
+TEST_CASE("moves between the CPU and the GPU every epoch carry Adam's state and keep training as on the CPU",
+          "[cuda]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(5, "\n[plugins.test_shuttle]\ndevices = \"cpu:0,cuda:0\"\n")).string();
+    auto run = run_trainhost({"--config", config, "--device", "cpu", "--plugins=" + test_support::test_plugin("test_shuttle"),
+                              "--verbose", "--report", (dir.path() / "moves.json").string()});
+    if (run.exit_code == 4 && run.err.find("no device 'cuda:0'") != std::string::npos) {
+        WARN("no CUDA device");
+        return;
+    }
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("moved the model from cpu:0 to cuda:0") && Contains("moved the model from cuda:0 to cpu:0"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    REQUIRE(run_trainhost({"--config", dir.write("stay.toml", tiny_config(5)).string(), "--device", "cpu", "--report",
+                           (dir.path() / "stay.json").string()})
+                .exit_code == 0);
+    const auto moved = report(dir, "moves.json")["fits"][0];
+    const auto stayed = report(dir, "stay.json")["fits"][0];
+    REQUIRE(moved["epochs"].size() == 5);
+    for (std::size_t epoch = 0; epoch < 5; ++epoch) {
+        INFO("epoch " << epoch + 1);
+        const double m = moved["epochs"][epoch]["metrics"]["val_loss"], s = stayed["epochs"][epoch]["metrics"]["val_loss"];
+        CHECK(std::fabs(m - s) <= 1e-4 * std::fabs(s));
+        // Flat: the same bytes in use at every epoch end spent on the same device.
+        if (epoch >= 2)
+            CHECK(moved["epochs"][epoch]["memory"]["bytes_in_use"] == moved["epochs"][epoch - 2]["memory"]["bytes_in_use"]);
+    }
+    CHECK(moved["memory_after_teardown"]["bytes_in_use"] == 0);
+    CHECK(moved["unaccounted_device_bytes"]["cuda:0"] == 0);
 }
 
 TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
@@ -71,7 +102,7 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
           fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
     CHECK(fit["unaccounted_device_bytes"]["cuda:0"] == 0);
     // Home on the CPU and the example's target (a second CPU device) pointed at the
-    // GPU, so that togpu really moves the model to the GPU (at epoch 1).
+    // GPU, so that togpu really moves the model to the GPU (at to_device).
     std::string scenario = test_support::read_file(root + "togpu_every_epoch.toml");
     const std::string cpu_target = "target = \"cpu:1\"";
     REQUIRE(scenario.find(cpu_target) != std::string::npos);

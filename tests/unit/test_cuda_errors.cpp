@@ -6,7 +6,7 @@
 
 using trainhost::device::cuda_detail::out_of_memory;
 
-TEST_CASE("only a want of memory reads as out of memory; any other failure names its call and cause", "[device]") {
+TEST_CASE("only a want of memory reads as out of memory and any other failure names its call and cause", "[device]") {
     CHECK_FALSE(out_of_memory(cudaSuccess, "cuda:0", "cudaMallocFromPoolAsync"));
     CHECK(out_of_memory(cudaErrorMemoryAllocation, "cuda:0", "cudaMallocFromPoolAsync"));
     CHECK_THROWS_WITH(out_of_memory(cudaErrorIllegalAddress, "cuda:0", "cudaMallocFromPoolAsync"),

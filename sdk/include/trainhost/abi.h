@@ -146,7 +146,7 @@ typedef struct th_train_state {
     uint64_t samples_seen;    /* training samples processed in this epoch */
     uint64_t train_samples;   /* size of the training split */
     uint64_t seed;
-    const char* device;       /* "cpu", "cuda:0" */
+    const char* device;       /* "cpu:0", "cuda:0" */
     const char* failure;      /* during on_exception: what went wrong; else NULL */
     /* ABI 1.1: during on_exception, the signal (SIGINT, SIGTERM) that interrupted the
      * run between two steps, else 0. A host of ABI 1.0 does not write it: read it only
