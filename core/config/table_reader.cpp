@@ -1,6 +1,7 @@
 #include "config/table_reader.hpp"
 
 #include "errors.hpp"
+#include "trainhost/nearest_name.hpp"
 
 #include <algorithm>
 #include <fmt/format.h>
@@ -15,21 +16,6 @@ std::string source_position(const std::filesystem::path& file, const toml::sourc
 
 namespace {
 
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-    std::vector<std::size_t> row(b.size() + 1);
-    for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-    for (std::size_t i = 1; i <= a.size(); ++i) {
-        std::size_t diagonal = row[0];
-        row[0] = i;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            std::size_t above = row[j];
-            row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-            diagonal = above;
-        }
-    }
-    return row[b.size()];
-}
-
 std::string_view type_name(const toml::node& node) {
     switch (node.type()) {
     case toml::node_type::table: return "a table";
@@ -43,20 +29,6 @@ std::string_view type_name(const toml::node& node) {
 }
 
 }  // namespace
-
-std::optional<std::string> nearest(std::string_view word, const std::set<std::string>& candidates,
-                                   std::optional<std::size_t> max_edits) {
-    std::optional<std::string> best;
-    std::size_t best_distance = max_edits.value_or(std::max<std::size_t>(2, word.size() / 3)) + 1;
-    for (const std::string& candidate : candidates) {
-        std::size_t d = edit_distance(word, candidate);
-        if (d < best_distance) {
-            best_distance = d;
-            best = candidate;
-        }
-    }
-    return best;
-}
 
 TableReader::TableReader(const toml::table& table, std::string where, std::filesystem::path file)
     : table_(table), where_(std::move(where)), file_(std::move(file)) {}
@@ -139,7 +111,7 @@ double TableReader::number_in(std::string_view key, double fallback, double min,
 std::string TableReader::one_of(std::string_view key, std::string fallback, const std::set<std::string>& allowed) {
     std::string value = string(key).value_or(std::move(fallback));
     if (!allowed.contains(value)) {
-        auto suggestion = nearest(value, allowed);
+        auto suggestion = nearest_name(value, allowed);
         fail(key, fmt::format("unknown value \"{}\" (expected one of: {}){}", value, fmt::join(allowed, ", "),
                               suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion) : ""));
     }
@@ -149,7 +121,7 @@ std::string TableReader::one_of(std::string_view key, std::string fallback, cons
 void TableReader::reject_unknown_keys(std::string_view accepted_by) const {
     for (const auto& [key, node] : table_) {
         if (known_.contains(std::string(key.str()))) continue;
-        auto suggestion = nearest(key.str(), known_);
+        auto suggestion = nearest_name(key.str(), known_);
         throw ConfigError(fmt::format("{}: unknown key '{}' in {}{}{}", source_position(file_, key.source()), key.str(),
                                       where_,
                                       accepted_by.empty() ? "" : fmt::format(" ({} takes: {})", accepted_by, fmt::join(known_, ", ")),

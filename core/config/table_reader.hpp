@@ -17,11 +17,6 @@ namespace trainhost::config {
 // "file:line:column" of a node, or just the file when the node has no source.
 [[nodiscard]] std::string source_position(const std::filesystem::path& file, const toml::source_region& region);
 
-// The candidate closest to `word` within `max_edits` (by default a third of its
-// length, at least 2), if any.
-[[nodiscard]] std::optional<std::string> nearest(std::string_view word, const std::set<std::string>& candidates,
-                                                 std::optional<std::size_t> max_edits = std::nullopt);
-
 class TableReader {
 public:
     // `where` names the table in messages, e.g. "[optimizer]" or "[plugins.early_stopping]".

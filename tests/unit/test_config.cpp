@@ -1,8 +1,10 @@
 #include "config/run_config.hpp"
 #include "config/table_reader.hpp"
 #include "errors.hpp"
+#include "trainhost/nearest_name.hpp"
 
 #include <catch2/catch.hpp>
+#include <set>
 
 using trainhost::ConfigError;
 using trainhost::config::parse_run_config;
@@ -71,8 +73,16 @@ TEST_CASE("an unknown layer key lists the keys of that layer type", "[config]") 
                       "type)");
 }
 
-TEST_CASE("suggestions only for plausible typos", "[config]") {
-    using trainhost::config::nearest;
-    CHECK(nearest("patiense", {"patience", "monitor"}) == "patience");
-    CHECK_FALSE(nearest("zzzzzzzz", {"patience", "monitor"}).has_value());
+TEST_CASE("suggestions only for plausible typos and shortenings", "[config]") {
+    using trainhost::nearest_name;
+    const std::set<std::string> keys = {"patience", "monitor", "min_delta", "val_accuracy", "val_loss"};
+    CHECK(nearest_name("patiense", keys) == "patience");
+    CHECK(nearest_name("val_acc", keys) == "val_accuracy");  // an edit distance would call these far apart
+    CHECK(nearest_name("val_los", keys) == "val_loss");
+    CHECK(nearest_name("mindelta", keys) == "min_delta");
+    CHECK_FALSE(nearest_name("zzzzzzzz", keys).has_value());
+    CHECK_FALSE(nearest_name("seed", keys).has_value());
+    CHECK_FALSE(nearest_name("size", std::set<std::string>{"kernel", "stride", "type"}).has_value());
+    CHECK_FALSE(nearest_name("", keys).has_value());
+    CHECK_FALSE(nearest_name("patience", std::set<std::string>{}).has_value());
 }

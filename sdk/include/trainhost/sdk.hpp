@@ -14,6 +14,7 @@
 #pragma once
 
 #include "trainhost/abi.h"
+#include "trainhost/nearest_name.hpp"
 
 #include <algorithm>
 #include <cstdio>
@@ -174,27 +175,6 @@ struct ParamInfo {
 
 using TrainState = th_train_state;
 
-namespace detail {
-
-// How alike two names are, in [0, 1]: twice their longest common subsequence over
-// their total length, near difflib's ratio, so "val_acc" is close to "val_accuracy"
-// where an edit distance would call them far apart.
-inline double likeness(std::string_view a, std::string_view b) {
-    if (a.empty() && b.empty()) return 1;
-    std::vector<std::size_t> row(b.size() + 1, 0);
-    for (char c : a) {
-        std::size_t diagonal = 0;
-        for (std::size_t j = 1; j <= b.size(); ++j) {
-            const std::size_t above = row[j];
-            row[j] = c == b[j - 1] ? diagonal + 1 : std::max(row[j], row[j - 1]);
-            diagonal = above;
-        }
-    }
-    return 2.0 * static_cast<double>(row[b.size()]) / static_cast<double>(a.size() + b.size());
-}
-
-}  // namespace detail
-
 // Everything a hook may ask of the host. Valid for the duration of one hook call.
 class Context {
 public:
@@ -296,22 +276,20 @@ public:
     // often a typo. `role` starts the message: "monitored metric 'val_acc' ...".
     [[nodiscard]] double named_metric(const std::string& key, const std::string& role) const {
         if (auto value = metric(key)) return *value;
-        std::string names, meant;
+        std::string names;
+        std::vector<std::string> keys;
         bool validated = false;
-        double best = 0.6;  // difflib's get_close_matches cutoff
         for (const auto& [name, value] : metrics()) {
             names += (names.empty() ? "" : ", ") + name;
             validated = validated || name.starts_with("val_");
-            if (const double likeness = detail::likeness(key, name); likeness >= best) {
-                best = likeness;
-                meant = name;
-            }
+            keys.push_back(name);
         }
+        const std::optional<std::string> meant = nearest_name(key, keys);
         std::string message = role + " '" + key + "' does not exist; " +
                               (names.empty() ? "there are no metrics yet" : "the metrics are: " + names);
         if (key.starts_with("val_") && !validated)
             message += "; no validation has run yet (is there a validation split?)";
-        else if (!meant.empty()) message += "; did you mean '" + meant + "'?";
+        else if (meant) message += "; did you mean '" + *meant + "'?";
         throw Error(TH_NOT_FOUND, message);
     }
 
