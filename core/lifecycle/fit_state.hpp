@@ -1,10 +1,14 @@
 // What lives exactly as long as one fit; shared by the session's source files.
 #pragma once
 
+#include "errors.hpp"
 #include "lifecycle/session.hpp"
 
+#include <cmath>
+#include <fmt/format.h>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace trainhost::lifecycle {
 
@@ -28,6 +32,12 @@ struct Session::FitState {
 class Session::FitFailure : public std::runtime_error {
 public:
     FitFailure(const std::string& message, int exit_code) : std::runtime_error(message), exit_code_(exit_code) {}
+    // A diverged loss, worded alike by every check: "non-finite loss (nan) at fit 1 epoch 5 batch 1".
+    // A NaN's sign bit is noise from how it arose: every NaN reads "nan".
+    [[nodiscard]] static FitFailure non_finite(std::string_view what, double loss, std::string_view where) {
+        const std::string value = std::isnan(loss) ? "nan" : fmt::format("{}", loss);
+        return FitFailure(fmt::format("non-finite {} ({}) at {}", what, value, where), kExitTraining);
+    }
     [[nodiscard]] int exit_code() const noexcept { return exit_code_; }
 
 private:

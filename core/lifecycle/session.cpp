@@ -25,12 +25,6 @@ using resources::Phase;
 namespace {
 constexpr unsigned kLogicalCpuDevices = 4;
 
-std::size_t limited(std::size_t batches, std::int64_t limit) {
-    return limit < 0 ? batches : std::min<std::size_t>(batches, static_cast<std::size_t>(limit));
-}
-// A NaN's sign bit is noise from how it arose: every NaN reads "nan" in a message.
-std::string loss_text(double loss) { return std::isnan(loss) ? "nan" : fmt::format("{}", loss); }
-
 }  // namespace
 
 
@@ -429,9 +423,8 @@ void Session::train_fit(FitRecord& record) {
         // The metric stays set for on_exception and the report.
         if (const auto val_loss = metrics_.find("val_loss");
             validated && val_loss != metrics_.end() && !std::isfinite(val_loss->second) && !fit.stop_requested)
-            throw FitFailure(fmt::format("non-finite validation loss ({}) at fit {} epoch {}", loss_text(val_loss->second),
-                                         state_.fit_index + 1, state_.epoch + 1),
-                             kExitTraining);
+            throw FitFailure::non_finite("validation loss", val_loss->second,
+                                         fmt::format("fit {} epoch {}", state_.fit_index + 1, state_.epoch + 1));
         check_interrupt();  // during validation: the epoch ends whole, epoch_end included
     }
     if (test_) {
@@ -439,8 +432,7 @@ void Session::train_fit(FitRecord& record) {
         // The last steps can diverge where no validation looks (none, or before it):
         // the test set is then the first to see it, and fails the fit alike.
         if (const double loss = metrics_.at("test_loss"); !std::isfinite(loss) && !fit.stop_requested)
-            throw FitFailure(fmt::format("non-finite test loss ({}) at fit {}", loss_text(loss), state_.fit_index + 1),
-                             kExitTraining);
+            throw FitFailure::non_finite("test loss", loss, fmt::format("fit {}", state_.fit_index + 1));
     }
     dispatch(TH_HOOK_FIT_END);
 }
@@ -473,127 +465,6 @@ void Session::predict_fit(FitRecord& record) {
     }
     record.predict_last = memory_snapshot();
     dispatch(TH_HOOK_VALIDATION_END);
-}
-
-std::uint64_t Session::train_epoch() {
-    FitState& fit = *fit_;
-    // A resumed epoch skips the batches the checkpoint already trained on; the
-    // order depends only on (seed, epoch), so the rest is the same as uninterrupted.
-    // Its running totals and metrics came with the checkpoint.
-    const std::size_t first_batch = static_cast<std::size_t>(std::exchange(start_batch_, 0));
-    if (first_batch == 0) {
-        epoch_loss_sum_ = 0;
-        epoch_correct_ = 0;
-        state_.samples_seen = 0;
-        metrics_.erase("train_loss");
-    }
-    const std::uint64_t samples_before = state_.samples_seen;
-    fit.batcher->start_epoch(state_.epoch);
-    epoch_first_step_ = batches_started_;
-    state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
-    epoch_batches_done_ = first_batch;
-    epoch_trained_ = false;
-    dispatch(TH_HOOK_EPOCH_START);
-    apply_pending_move();
-    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
-        state_.batch_index = b;
-        fit_step_ = batches_started_++;
-        const std::size_t rows = fit.batcher->gather(b, fit.host_features, fit.host_labels, fit.host_targets);
-        state_.batch_samples = rows;
-        if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
-            upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
-            fit.model->forward(rows, true);
-            std::size_t batch_correct = 0;
-            const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
-            if (!std::isfinite(loss))
-                throw FitFailure(fmt::format("non-finite loss ({}) at fit {} epoch {} batch {}", loss_text(loss),
-                                             state_.fit_index + 1, state_.epoch + 1, b + 1),
-                                 kExitTraining);
-            epoch_loss_sum_ += loss * static_cast<double>(rows);
-            epoch_correct_ += batch_correct;
-            state_.samples_seen += rows;
-            metrics_["batch_loss"] = loss;
-            metrics_["train_loss"] = epoch_loss_sum_ / static_cast<double>(state_.samples_seen);
-            if (train_.classes > 0)
-                metrics_["train_accuracy"] =
-                    static_cast<double>(epoch_correct_) / static_cast<double>(state_.samples_seen);
-            dispatch(TH_HOOK_BEFORE_BACKWARD);
-            fit.model->backward(rows);
-            dispatch(TH_HOOK_AFTER_BACKWARD);
-            if (dispatch(TH_HOOK_BEFORE_OPTIMIZER_STEP) != TH_SKIP_BATCH) {
-                fit.optimizer->step(fit.model->parameters());
-                ++state_.global_step;
-                dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);
-            }
-        }
-        // The batch is done (stepped or skipped) before batch_end, where a save counts it.
-        ++epoch_batches_done_;
-        ++batches_completed_;
-        dispatch(TH_HOOK_BATCH_END);
-        check_scope(TH_SCOPE_STEP, "batch_end");
-        check_steady_state();
-        check_interrupt();
-    }
-    epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
-    return state_.samples_seen - samples_before;
-}
-
-// The loss of the batch now in the model's output, on the model's device.
-double Session::batch_loss(std::size_t rows, float* grad, std::size_t* correct) {
-    FitState& fit = *fit_;
-    return model_device_ref().backend().loss(fit.loss, fit.model->output(), fit.labels.as<std::int32_t>(),
-                                             fit.targets.data(), rows, fit.model->output_width(), grad, correct,
-                                             fit.loss_workspace.as_workspace());
-}
-
-// Sized for the largest batch; none where the backend needs no scratch.
-nn::Tensor Session::make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const {
-    const std::size_t floats = backend.loss_workspace(fit_->loss, fit_->model->max_rows(), fit_->model->output_width());
-    if (floats == 0) return {};
-    return nn::Tensor(*ledger_, {floats}, TH_SCOPE_FIT, "loss.workspace", device);
-}
-
-void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
-                           const std::vector<float>& targets) {
-    FitState& fit = *fit_;
-    device::MemoryResource& memory = model_device_ref().memory();
-    memory.copy_from_host(fit.model->input(), features.data(), rows * train_.feature_width() * sizeof(float));
-    if (!labels.empty()) memory.copy_from_host(fit.labels.as<std::int32_t>(), labels.data(), rows * sizeof(std::int32_t));
-    if (!targets.empty()) memory.copy_from_host(fit.targets.data(), targets.data(), rows * train_.target_width * sizeof(float));
-}
-
-void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks) {
-    FitState& fit = *fit_;
-    data::Batcher batcher(dataset, fit.model->max_rows(), false, options_.config.seed);
-    std::vector<float> features(fit.host_features.size());
-    std::vector<std::int32_t> labels(fit.host_labels.size());
-    std::vector<float> targets(fit.host_targets.size());
-    double loss_sum = 0;
-    std::size_t correct = 0;
-    std::size_t seen = 0;
-    const std::size_t batches = with_hooks ? limited(batcher.batches(), options_.config.data.limit_val_batches)
-                                           : batcher.batches();
-    state_.batches_in_epoch = batches;
-    if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
-    for (std::size_t b = 0; b < batches; ++b) {
-        state_.batch_index = b;
-        const std::size_t rows = batcher.gather(b, features, labels, targets);
-        state_.batch_samples = rows;
-        if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_START);
-        upload_batch(rows, features, labels, targets);
-        fit.model->forward(rows, false);
-        std::size_t batch_correct = 0;
-        loss_sum += static_cast<double>(rows) * batch_loss(rows, nullptr, &batch_correct);
-        correct += batch_correct;
-        seen += rows;
-        if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_END);
-    }
-    if (seen > 0) {
-        metrics_[fmt::format("{}_loss", prefix)] = loss_sum / static_cast<double>(seen);
-        if (dataset.classes > 0)
-            metrics_[fmt::format("{}_accuracy", prefix)] = static_cast<double>(correct) / static_cast<double>(seen);
-    }
-    if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
 }
 
 th_train_state Session::train_state() const {
