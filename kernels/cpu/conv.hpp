@@ -9,11 +9,18 @@
 
 namespace trainhost::kernels::cpu {
 
+// Positions of a `kernel`-wide window stepping by `stride` over `extent` values; 0
+// where the window does not fit. (C++'s division truncates toward zero, so the plain
+// formula would give one position to a kernel that overhangs the input.)
+[[nodiscard]] constexpr int outputs(int extent, int kernel, int stride) {
+    return extent < kernel ? 0 : (extent - kernel) / stride + 1;
+}
+
 struct ConvShape {
     int batch, channels, height, width;  // input
     int filters, kernel, stride, padding;
-    [[nodiscard]] int out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
-    [[nodiscard]] int out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+    [[nodiscard]] int out_height() const { return outputs(height + 2 * padding, kernel, stride); }
+    [[nodiscard]] int out_width() const { return outputs(width + 2 * padding, kernel, stride); }
     [[nodiscard]] std::size_t column_size() const {  // floats of one sample's im2col matrix
         return static_cast<std::size_t>(channels) * kernel * kernel * out_height() * out_width();
     }
@@ -34,8 +41,8 @@ void conv2d_backward(const ConvShape& s, const float* x, const float* weight, co
 struct PoolShape {
     int batch, channels, height, width;
     int kernel, stride;
-    [[nodiscard]] int out_height() const { return (height - kernel) / stride + 1; }
-    [[nodiscard]] int out_width() const { return (width - kernel) / stride + 1; }
+    [[nodiscard]] int out_height() const { return outputs(height, kernel, stride); }
+    [[nodiscard]] int out_width() const { return outputs(width, kernel, stride); }
 };
 
 // argmax (nullable) records, per output, the flat input index it took (first max wins).

@@ -576,4 +576,18 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         CHECK_THAT(run.err, Catch::StartsWith("error: ") &&
                                 Catch::Contains("run.toml: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
     }
+    SECTION("a window that overhangs the images is a config error however the stride rounds") {
+        write_idx_pair(data, good_labels);
+        for (const auto& [layer, message] : std::vector<std::pair<std::string, std::string>>{
+                 {"{ type = \"max_pool2d\", kernel = 4, stride = 4 }", "layer 1 (max_pool2d): kernel 4 does not fit a 2x3 input"},
+                 {"{ type = \"max_pool2d\", kernel = 3, stride = 2 }", "layer 1 (max_pool2d): kernel 3 does not fit a 2x3 input"},
+                 {"{ type = \"conv2d\", channels = 2, kernel = 4, stride = 8 }", "layer 1 (conv2d): kernel 4 does not fit a 2x3 input"},
+                 {"{ type = \"max_pool2d\", kernel = 2 }, { type = \"max_pool2d\", kernel = 2 }",
+                  "layer 2 (max_pool2d): kernel 2 does not fit a 1x1 input"}}) {
+            INFO(layer);
+            auto run = run_on(dir, idx_run_config(data, layer + ", { type = \"flatten\" }, { type = \"dense\", units = 10 }"));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Catch::Contains("run.toml: [model] " + message + "\n"));
+        }
+    }
 }

@@ -567,3 +567,20 @@ TEST_CASE("max_pool2d takes the maximum, routes gradients to it, and propagates 
     k::max_pool2d_forward(s, with_nan.data(), y.data(), argmax.data());
     CHECK(std::isnan(y[0]));
 }
+
+TEST_CASE("output sizes count only windows that fit the input as torch does", "[kernels][conv]") {
+    using trainhost::kernels::cpu::ConvShape;
+    using trainhost::kernels::cpu::PoolShape;
+    // torch.nn.MaxPool2d(2)(28x28) -> 14x14, (3, stride 2) -> 13x13; Conv2d(k=5) -> 24x24, (k=3, pad 1) -> 28x28.
+    CHECK(PoolShape{1, 1, 28, 28, 2, 2}.out_height() == 14);
+    CHECK(PoolShape{1, 1, 28, 28, 3, 2}.out_width() == 13);
+    CHECK(ConvShape{1, 1, 28, 28, 4, 5, 1, 0}.out_height() == 24);
+    CHECK(ConvShape{1, 1, 28, 28, 4, 3, 1, 1}.out_width() == 28);
+    CHECK(PoolShape{1, 1, 28, 28, 28, 28}.out_height() == 1);  // exactly fits
+    // A window that overhangs the input fits nowhere (the truncating formula said 1).
+    CHECK(PoolShape{1, 1, 28, 28, 30, 30}.out_height() == 0);
+    CHECK(PoolShape{1, 1, 1, 1, 2, 2}.out_width() == 0);
+    CHECK(ConvShape{1, 1, 28, 28, 4, 40, 64, 0}.out_height() == 0);
+    CHECK(ConvShape{1, 1, 28, 28, 4, 31, 1, 1}.out_width() == 0);
+    CHECK(ConvShape{1, 1, 28, 28, 4, 30, 1, 1}.out_width() == 1);  // fits the padded 30x30
+}
