@@ -7,7 +7,6 @@
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
-#include "files/atomic_file.hpp"
 #include "report/output_file.hpp"
 #include "report/report.hpp"
 #include "validate/validate.hpp"
@@ -58,12 +57,21 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
         fmt::format("INT in [{}, {}]", low, high));
 }
 
+// An option that takes a path: given empty (`--report ''`, an unset shell variable)
+// it would silently mean "none".
+CLI::Validator a_path() {
+    return CLI::Validator([](std::string& text) { return text.empty() ? std::string("needs a path, not ''") : std::string(); },
+                          "");
+}
+
 // A file asked for on the command line that could not be written is a usage error
-// found before anything runs, not after a whole run. An earlier run's file there is
-// removed, so what a script finds at the path is this run's output or nothing.
-void prepare_output_file(const char* option, const std::string& file) {
+// found before anything runs, not after a whole run; so is one that names an input of
+// the run. An earlier run's file there is removed, so what a script finds at the path
+// is this run's output or nothing.
+void prepare_output_file(const char* option, const std::string& file,
+                         const std::vector<std::pair<std::string, std::string>>& inputs) {
     if (file.empty()) return;
-    if (const std::string reason = report::unwritable_reason(file); !reason.empty())
+    if (const std::string reason = report::unwritable_reason(file, inputs); !reason.empty())
         throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
     std::error_code ec;
     if (std::filesystem::is_regular_file(file, ec)) std::filesystem::remove(file, ec);
@@ -150,7 +158,7 @@ int train(const TrainArguments& args) {
     int exit_code = result.exit_code;
     if (!args.report.empty()) {
         try {
-            files::write_atomically(args.report, ".tmp", {report::to_json(result, options)});
+            report::write_output_file(args.report, report::to_json(result, options));
         } catch (const std::exception& e) {
             // The run's own outcome stays what it was; a run that ended well but lost
             // the report it was asked for is a usage error, as a bad path found early is.
@@ -194,10 +202,12 @@ int run_command(int argc, char** argv) {
             "DEVICE"));
     app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
         ->check(integer_in(1, 100000));
-    app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings");
-    app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)");
+    app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings")->type_name("PATH")->check(a_path());
+    app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)")
+        ->type_name("PATH")->check(a_path());
     app.add_option("--weights", args.weights,
-                   "start each fit from a checkpoint's parameters alone (fine-tune, or predict): a path, or 'last'");
+                   "start each fit from a checkpoint's parameters alone (fine-tune, or predict): a path, or 'last'")
+        ->type_name("PATH")->check(a_path());
     app.add_flag("--verbose", args.verbose, "print the plugin order, model moves, resume points and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     cli::InspectOptions inspect_args;
@@ -212,7 +222,7 @@ int run_command(int argc, char** argv) {
     validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(integer_in(0, INT64_MAX));
     validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
         ->check(integer_in(1, 1000));
-    validate_command->add_option("--junit", checks.junit, "write a JUnit XML report");
+    validate_command->add_option("--junit", checks.junit, "write a JUnit XML report")->type_name("PATH")->check(a_path());
     validate_command->add_option("--config", checks.config, "TOML with [plugins.<name>] options for the plugin")
         ->check(CLI::ExistingFile);
     validate_command->add_option("--timeout", checks.timeout_seconds, "seconds each test may take")
@@ -244,7 +254,7 @@ int run_command(int argc, char** argv) {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
         if (validate_command->parsed()) {
-            prepare_output_file("--junit", checks.junit);
+            prepare_output_file("--junit", checks.junit, {{"--config", checks.config}, {"plugin", checks.plugin}});
             if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
                 throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
                                               checks.repeat, INT64_MAX));
@@ -255,7 +265,8 @@ int run_command(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
-        prepare_output_file("--report", args.report);
+        prepare_output_file("--report", args.report,
+                            {{"--config", args.config}, {"--resume", args.resume}, {"--weights", args.weights}});
         return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';

@@ -2,7 +2,7 @@
 // that kills a child past its time, a line per test, and an optional JUnit file.
 #include "validate/validate.hpp"
 
-#include "files/atomic_file.hpp"
+#include "report/output_file.hpp"
 
 #include <cerrno>
 #include <chrono>
@@ -216,7 +216,7 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     int exit_code = failed == 0 ? 0 : 1;
     if (!options.junit.empty()) {
         try {
-            files::write_atomically(options.junit, ".tmp", {junit_xml(options, outcomes)});
+            report::write_output_file(options.junit, junit_xml(options, outcomes));
         } catch (const std::exception& e) {
             out << std::flush;
             err << fmt::format("error: --junit {}: {}\n", options.junit, e.what());

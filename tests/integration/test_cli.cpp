@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using Catch::Matchers::Contains;
@@ -439,6 +440,22 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         auto file = dir.write("plain", "");
         refused(file / "r.json", file.string() + " is not a directory");
     }
+    SECTION("an input of the run, which would be lost before it is read") {
+        refused(config, "is the --config file");
+        CHECK(std::filesystem::exists(config));
+        auto checkpoint = dir.write("c.safetensors", "not read: refused before");
+        auto run = run_trainhost({"--config", config, "--resume", checkpoint.string(), "--report", checkpoint.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + checkpoint.string() + ": is the --resume file\n");
+        CHECK(std::filesystem::exists(checkpoint));
+    }
+    SECTION("an empty path, which would silently mean none") {
+        for (const char* option : {"--report", "--resume", "--weights"}) {
+            auto run = run_trainhost({"--config", config, option, ""});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == test_support::usage_error(std::string(option) + ": needs a path, not ''"));
+        }
+    }
     SECTION("a directory without write permission") {
         if (::geteuid() == 0) {
             WARN("running as root, which writes anywhere: the unwritable-directory case is not checked");
@@ -450,6 +467,28 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         refused(locked / "r.json", "directory " + locked.string() + " is not writable (Permission denied)");
         std::filesystem::permissions(locked, std::filesystem::perms::owner_all);
     }
+}
+
+TEST_CASE("a --report to a FIFO is written into and the FIFO stays one", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto fifo = dir.path() / "report.fifo", copy = dir.path() / "copy.json";
+    // A reader copies what reaches the FIFO, as `--report >(jq .)` would read it.
+    auto run = run_trainhost({"--config", config, "--report", fifo.string()},
+                             "mkfifo '" + fifo.string() + "' && { cat '" + fifo.string() + "' >'" + copy.string() + "' & }");
+    CHECK(run.exit_code == 0);
+    struct stat status {};
+    REQUIRE(::stat(fifo.c_str(), &status) == 0);
+    CHECK(S_ISFIFO(status.st_mode));
+    // The reader ends when trainhost closes the FIFO; give it a moment to write.
+    nlohmann::json report;
+    for (int wait = 0; wait < 100 && report.is_null(); ++wait) {
+        report = nlohmann::json::parse(test_support::read_file(copy), nullptr, false);
+        if (report.is_discarded()) report = nullptr;
+        if (report.is_null()) ::usleep(50'000);
+    }
+    REQUIRE(report.is_object());
+    CHECK(report["exit_code"] == 0);
 }
 
 // A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the

@@ -137,6 +137,19 @@ TEST_CASE("a --junit path that cannot be written is a usage error before any tes
         CHECK(run.err == "error: --junit " + dir.path().string() + ": is a directory\n");
         CHECK(run.out.empty());
     }
+    SECTION("the plugin under test or its options, which would be lost") {
+        auto plugin = dir.path() / "copy.so";
+        std::filesystem::copy_file(test_plugin("test_recorder"), plugin);
+        auto run = run_trainhost({"validate", plugin.string(), "--junit", plugin.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --junit " + plugin.string() + ": is the plugin file\n");
+        auto options = dir.write("options.toml", "");
+        run = run_trainhost({"validate", plugin.string(), "--config", options.string(), "--junit", options.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --junit " + options.string() + ": is the --config file\n");
+        CHECK(std::filesystem::exists(plugin));
+        CHECK(std::filesystem::exists(options));
+    }
 }
 
 TEST_CASE("a JUnit file lost at the end keeps the summary and exits 1", "[validate]") {
