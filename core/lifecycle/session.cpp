@@ -131,7 +131,15 @@ void Session::load_data() {
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         all = data::load_idx_classification(dir, "train", 10, spec.limit);
-        if (spec.test) test_ = data::load_idx_classification(dir, "t10k", 10, 0);
+        if (spec.test) {
+            test_ = data::load_idx_classification(dir, "t10k", 10, 0);
+            // The model is built for the training images; test images of another shape
+            // would be read with the wrong width.
+            if (test_->sample_shape != all.sample_shape)
+                throw data::DataError(fmt::format("{}: images are {}, the training images are {}",
+                                                  (dir / "t10k-images-idx3-ubyte.gz").string(),
+                                                  fmt::join(test_->sample_shape, "x"), fmt::join(all.sample_shape, "x")));
+        }
     }
     data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
     train_ = std::move(split.train);

@@ -561,6 +561,18 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         CHECK(run.err == "error: data: " + images.string() +
                              ": expected an IDX image file (magic 0x00000803), got magic 0x00000801\n");
     }
+    SECTION("test images of another shape than the training images") {
+        write_idx_pair(data, good_labels);
+        const auto test_images = data / "t10k-images-idx3-ubyte.gz";
+        write_gz(test_images, idx_bytes(0x00000803, {4, 3, 2}, random_bytes(4 * 6, 62)));
+        write_gz(data / "t10k-labels-idx1-ubyte.gz", idx_bytes(0x00000801, {4}, {1, 2, 3, 4}));
+        std::string config = idx_run_config(data);
+        config.replace(config.find("test = false"), 12, "test = true");
+        auto run = run_on(dir, config);
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + test_images.string() + ": images are 1x3x2, the training images are 1x2x3\n");
+        CHECK(run.out.find("epoch") == std::string::npos);  // found at load, before any training
+    }
     SECTION("a regression loss on labelled images is a config error") {
         write_idx_pair(data, good_labels);
         auto run = run_on(dir, idx_run_config(data) + "loss = \"mse\"\n");
