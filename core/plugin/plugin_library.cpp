@@ -74,15 +74,19 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
     if (is_path) {
         fs::path file(name_or_path);
         std::error_code ec;
-        if (fs::is_directory(file, ec))
+        const fs::file_status status = fs::status(file, ec);
+        if (fs::is_directory(status))
             throw PluginLoadError(fmt::format("plugin file '{}' is a directory, not a shared library", file.string()));
-        if (!fs::is_regular_file(file))
-            throw PluginLoadError(fmt::format("plugin file '{}' not found", file.string()));
+        if (!fs::is_regular_file(status))
+            throw PluginLoadError(ec && ec != std::errc::no_such_file_or_directory
+                                      ? fmt::format("plugin file '{}' cannot be read: {}", file.string(), ec.message())
+                                      : fmt::format("plugin file '{}' not found", file.string()));
         return file;
     }
     for (const fs::path& dir : search_path) {
         fs::path file = dir / (std::string(name_or_path) + ".so");
-        if (fs::is_regular_file(file)) return file;
+        std::error_code ec;  // a name too long for a path is simply not there
+        if (fs::is_regular_file(file, ec)) return file;
     }
     std::vector<std::string> dirs;
     for (const fs::path& dir : search_path) dirs.push_back(dir.string());

@@ -225,6 +225,15 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin file '/nonexistent/x.so' not found"));
     }
+    SECTION("a name or path longer than the system allows") {
+        const std::string name(300, 'a');
+        auto run = run_trainhost({"--config", config, "--plugins=" + name});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin '" + name + "' not found; searched:"));
+        run = run_trainhost({"--config", config, "--plugins=/tmp/" + name + ".so"});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("plugin file '/tmp/" + name + ".so' cannot be read: File name too long"));
+    }
     SECTION("a directory named like a plugin") {
         std::filesystem::create_directories(dir.path() / "dir.so");
         auto run = run_trainhost({"--config", config, "--plugins=" + (dir.path() / "dir.so").string()});
