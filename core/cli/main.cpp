@@ -119,7 +119,10 @@ int train(const TrainArguments& args) {
     options.config = config::load_run_config(args.config);
     if (args.epochs) options.config.epochs = *args.epochs;
     if (args.seed) options.config.seed = *args.seed;
-    if (args.device) options.config.device = *args.device;
+    if (args.device) {
+        options.config.device = *args.device;
+        options.config.device_origin = "--device " + *args.device;
+    }
     options.plugins = split_list(args.plugins);
     options.repeat = args.repeat;
     options.verbose = args.verbose;

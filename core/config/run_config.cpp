@@ -156,6 +156,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));
+    if (reader.has("device")) config.device_origin = fmt::format("{}: device \"{}\"", reader.position_of("device"), config.device);
     config.threads = static_cast<int>(reader.integer_in("threads", 0, 0, 1024));
     read_data(reader, config);
     read_model(reader, config);

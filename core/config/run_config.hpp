@@ -65,6 +65,9 @@ struct RunConfig {
     std::uint64_t seed = 42;
     std::uint32_t epochs = 1;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
+    // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
+    // "cuda"`, or `--device cuda` when the command line set it.
+    std::string device_origin = "device \"auto\"";
     int threads = 0;  // 0 = the BLAS library's default
     DataSpec data;
     ModelSpec model;

@@ -35,7 +35,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     device::DeviceInventory inventory = device::make_devices(kLogicalCpuDevices);
     devices_ = std::move(inventory.devices);
     if (config.device.starts_with("cuda") && inventory.cuda_count == 0)
-        throw ConfigError(fmt::format("--device {}: {}", config.device, inventory.cuda_status));
+        throw ConfigError(fmt::format("{}: {}", config.device_origin, inventory.cuda_status));
     std::vector<device::Device*> raw;
     for (auto& dev : devices_) raw.push_back(dev.get());
     ledger_ = std::make_unique<resources::Ledger>(std::move(raw));
@@ -74,10 +74,10 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         try {
             home_device_ = config.device == "auto" ? gpu.value_or(device_index("cpu:0")) : device_index(config.device);
         } catch (const resources::ResourceError& e) {
-            throw ConfigError(fmt::format("--device {}: {}", config.device, e.what()));
+            throw ConfigError(fmt::format("{}: {}", config.device_origin, e.what()));
         }
         for (const auto& [index, why] : unusable_) {
-            if (index == home_device_) throw ConfigError(fmt::format("--device {}: {}", config.device, why));
+            if (index == home_device_) throw ConfigError(fmt::format("{}: {}", config.device_origin, why));
             err_ << fmt::format("warning: {} (nothing will run on {})\n", why, devices_[index]->name());
         }
         model_device_ = home_device_;

@@ -123,6 +123,16 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
         CHECK(run.exit_code == 1);
         CHECK(run.err == "error: --device cpu:9: no device 'cpu:9' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
     }
+    SECTION("a device the config file asks for is named there, not as a flag nobody gave") {
+        auto from_file = dir.write("device.toml", "device = \"cpu:9\"\n" + tiny_config()).string();
+        auto run = run_trainhost({"--config", from_file});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + from_file +
+                             ":1:10: device \"cpu:9\": no device 'cpu:9' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
+        // The flag overrides the file, and is what a message then names.
+        run = run_trainhost({"--config", from_file, "--device", "cpu:8"});
+        CHECK(run.err == "error: --device cpu:8: no device 'cpu:8' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
+    }
 }
 
 TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
