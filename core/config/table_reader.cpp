@@ -78,7 +78,12 @@ std::optional<bool> TableReader::boolean(std::string_view key) {
 std::optional<std::string> TableReader::string(std::string_view key) {
     const toml::node* node = lookup(key);
     if (!node) return std::nullopt;
-    if (auto v = node->value_exact<std::string>()) return *v;
+    if (auto v = node->value_exact<std::string>()) {
+        // Paths, names and plugin options all end at a NUL on their way to the system
+        // or across the C ABI: what follows it would silently be dropped.
+        if (v->find('\0') != std::string::npos) fail(key, "contains a NUL character (\\u0000)");
+        return *v;
+    }
     wrong_type(key, *node, "a string");
 }
 

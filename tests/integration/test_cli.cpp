@@ -135,6 +135,15 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
     }
 }
 
+TEST_CASE("a plugin option holding a NUL character is refused before the plugin sees it cut short", "[cli]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"ok\\u0000elsewhere\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=checkpoint"});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains(config.string() + ":21:11: [plugins.checkpoint] dirpath: contains a NUL character (\\u0000)"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "ok"));
+}
+
 TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
     TempDir dir;
     auto directory = run_trainhost({"--config", dir.path().string()});

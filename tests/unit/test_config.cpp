@@ -43,6 +43,9 @@ patience = 2
 
 TEST_CASE("config errors point at the spot", "[config]") {
     const std::string model = "[model]\nlayers = [ { type = \"dense\", units = 10 } ]\n";
+    // A path or name would end at the NUL on its way to the system: refused, not cut.
+    CHECK_THROWS_WITH(parse_run_config("[data]\npath = \"data\\u0000/junk\"\n" + model, "r.toml"),
+                      "r.toml:2:8: [data] path: contains a NUL character (\\u0000)");
     CHECK_THROWS_WITH(parse_run_config("seeed = 1\n" + model, "r.toml"),
                       "r.toml:1:1: unknown key 'seeed' in run config; did you mean 'seed'?");
     CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dens\", units = 10 } ]\n", "r.toml"),
