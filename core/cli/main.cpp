@@ -73,8 +73,20 @@ void prepare_output_file(const char* option, const std::string& file,
     if (file.empty()) return;
     if (const std::string reason = report::unwritable_reason(file, inputs); !reason.empty())
         throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
-    std::error_code ec;
-    if (std::filesystem::is_regular_file(file, ec)) std::filesystem::remove(file, ec);
+    report::remove_earlier_output(file);
+}
+
+// The files a plugin list names, as the loader will find them, so that a report
+// path cannot name one; a name that resolves to nothing fails later, at the load.
+std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<std::string>& names) {
+    std::vector<std::pair<std::string, std::string>> files;
+    for (const std::string& name : names) {
+        try {
+            files.emplace_back("plugin", plugin::resolve_plugin(name, plugin::plugin_search_path()).string());
+        } catch (const PluginLoadError&) {
+        }
+    }
+    return files;
 }
 
 int list_plugins() {
@@ -160,6 +172,7 @@ int train(const TrainArguments& args) {
             result.fits.size(), result.fits.back().failure_exit == kExitInterrupted ? "was interrupted" : "failed");
     int exit_code = result.exit_code;
     if (!args.report.empty()) {
+        std::cout << std::flush;  // a report read through a pipe comes after the lines before it
         try {
             report::write_output_file(args.report, report::to_json(result, options));
         } catch (const std::exception& e) {
@@ -257,7 +270,9 @@ int run_command(int argc, char** argv) {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);
         if (validate_command->parsed()) {
-            prepare_output_file("--junit", checks.junit, {{"--config", checks.config}, {"plugin", checks.plugin}});
+            auto inputs = plugin_files({checks.plugin});
+            inputs.emplace_back("--config", checks.config);
+            prepare_output_file("--junit", checks.junit, inputs);
             if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
                 throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
                                               checks.repeat, INT64_MAX));
@@ -268,8 +283,9 @@ int run_command(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
-        prepare_output_file("--report", args.report,
-                            {{"--config", args.config}, {"--resume", args.resume}, {"--weights", args.weights}});
+        auto inputs = plugin_files(split_list(args.plugins));
+        inputs.insert(inputs.end(), {{"--config", args.config}, {"--resume", args.resume}, {"--weights", args.weights}});
+        prepare_output_file("--report", args.report, inputs);
         return train(args);
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';

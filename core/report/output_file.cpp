@@ -3,6 +3,7 @@
 #include "files/atomic_file.hpp"
 
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fmt/format.h>
 #include <fstream>
@@ -15,11 +16,28 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Something at the path that is neither a regular file nor a directory: a FIFO, a
-// character device, a socket.
-bool is_special(const fs::file_status& status) {
-    return fs::exists(status) && !fs::is_regular_file(status) && !fs::is_directory(status);
+// A path written through rather than replaced: a symbolic link (one the user keeps,
+// or /dev/fd/N) or what is neither a regular file nor a directory (a FIFO, a
+// device, a socket). Replacing either would destroy it.
+bool written_in_place(const fs::path& file) {
+    std::error_code ec;
+    const fs::file_status link = fs::symlink_status(file, ec);
+    if (fs::is_symlink(link)) return true;
+    return fs::exists(link) && !fs::is_regular_file(link) && !fs::is_directory(link);
 }
+
+// While a reader of a FIFO or pipe that went away would kill the process with
+// SIGPIPE, losing the verdict: the write fails with EPIPE instead.
+class IgnoredSigpipe {
+public:
+    IgnoredSigpipe() : previous_(std::signal(SIGPIPE, SIG_IGN)) {}
+    ~IgnoredSigpipe() { std::signal(SIGPIPE, previous_); }
+    IgnoredSigpipe(const IgnoredSigpipe&) = delete;
+    IgnoredSigpipe& operator=(const IgnoredSigpipe&) = delete;
+
+private:
+    void (*previous_)(int);
+};
 
 }  // namespace
 
@@ -27,11 +45,10 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     if (file.empty()) return "no file named";
     if (!file.has_filename()) return "names a directory, not a file";
     std::error_code ec;
-    const fs::file_status status = fs::status(file, ec);
-    if (fs::is_directory(status)) return "is a directory";
+    if (fs::is_directory(fs::status(file, ec))) return "is a directory";
     for (const auto& [option, input] : inputs)
         if (!input.empty() && fs::equivalent(file, input, ec)) return fmt::format("is the {} file", option);
-    if (is_special(status)) {
+    if (written_in_place(file)) {
         if (::access(file.c_str(), W_OK) != 0) return fmt::format("is not writable ({})", std::strerror(errno));
         return {};
     }
@@ -45,13 +62,18 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     return {};
 }
 
-void write_output_file(const fs::path& file, std::string_view text) {
+void remove_earlier_output(const fs::path& file) {
     std::error_code ec;
-    if (!is_special(fs::status(file, ec))) {
+    if (fs::is_regular_file(fs::symlink_status(file, ec))) fs::remove(file, ec);
+}
+
+void write_output_file(const fs::path& file, std::string_view text) {
+    if (!written_in_place(file)) {
         files::write_atomically(file, ".tmp", {text});
         return;
     }
-    std::ofstream out(file, std::ios::binary | std::ios::out);
+    const IgnoredSigpipe ignored;
+    std::ofstream out(file, std::ios::binary | std::ios::out | std::ios::trunc);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();
     if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));

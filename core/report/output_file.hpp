@@ -16,9 +16,14 @@ namespace trainhost::report {
 [[nodiscard]] std::string unwritable_reason(const std::filesystem::path& file,
                                             const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
-// A regular file (or a new one) is replaced atomically (files/atomic_file.hpp); a FIFO
-// or device (/dev/stdout, a process substitution) is written into, never replaced.
-// Throws std::runtime_error naming the file and the system's reason.
+// An earlier run's file at the path, so that what a script finds there is this run's
+// output or nothing; only a regular file, never a link, FIFO or device.
+void remove_earlier_output(const std::filesystem::path& file);
+
+// A regular file (or a new one) is replaced atomically (files/atomic_file.hpp); a
+// symbolic link, FIFO or device (a process substitution, say) is written through,
+// never replaced. Throws std::runtime_error naming the file and the
+// system's reason (a FIFO whose reader went away included).
 void write_output_file(const std::filesystem::path& file, std::string_view text);
 
 }  // namespace trainhost::report

@@ -476,6 +476,11 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         CHECK(run.exit_code == 1);
         CHECK(run.err == "error: --report " + checkpoint.string() + ": is the --resume file\n");
         CHECK(std::filesystem::exists(checkpoint));
+        const std::string plugin = test_plugin("test_recorder");
+        run = run_trainhost({"--config", config, "--plugins=" + plugin, "--report", plugin});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + plugin + ": is the plugin file\n");
+        CHECK(std::filesystem::exists(plugin));
     }
     SECTION("an empty path, which would silently mean none") {
         for (const char* option : {"--report", "--resume", "--weights"}) {
@@ -501,9 +506,11 @@ TEST_CASE("a --report to a FIFO is written into and the FIFO stays one", "[cli][
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config()).string();
     const auto fifo = dir.path() / "report.fifo", copy = dir.path() / "copy.json";
-    // A reader copies what reaches the FIFO, as `--report >(jq .)` would read it.
+    // A reader copies what reaches the FIFO, as `--report >(jq .)` would read it (and
+    // gives up, rather than hang the test, if trainhost never opens it).
     auto run = run_trainhost({"--config", config, "--report", fifo.string()},
-                             "mkfifo '" + fifo.string() + "' && { cat '" + fifo.string() + "' >'" + copy.string() + "' & }");
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 cat '" + fifo.string() + "' >'" +
+                                 copy.string() + "' 2>/dev/null </dev/null & }");
     CHECK(run.exit_code == 0);
     struct stat status {};
     REQUIRE(::stat(fifo.c_str(), &status) == 0);
@@ -517,6 +524,31 @@ TEST_CASE("a --report to a FIFO is written into and the FIFO stays one", "[cli][
     }
     REQUIRE(report.is_object());
     CHECK(report["exit_code"] == 0);
+}
+
+TEST_CASE("a --report reader that goes away loses the report but not the verdict", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3)).string();
+    const auto fifo = dir.path() / "report.fifo";
+    // A report of 100 fits outgrows the pipe's buffer; the reader takes 10 bytes and leaves.
+    auto run = run_trainhost({"--config", config, "--repeat", "100", "--report", fifo.string()},
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 head -c 10 '" + fifo.string() +
+                                 "' >/dev/null 2>&1 </dev/null & }");
+    CHECK(run.exit_code == 1);  // not killed by SIGPIPE
+    CHECK_THAT(run.err, EndsWith("error: --report " + fifo.string() + ": cannot write " + fifo.string() + ": Broken pipe\n"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
+TEST_CASE("a --report through a symbolic link writes the file it leads to and keeps the link", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto target = dir.write("runs-latest.json", "an earlier report");
+    const auto link = dir.path() / "report.json";
+    std::filesystem::create_symlink(target, link);
+    auto run = run_trainhost({"--config", config, "--report", link.string()});
+    CHECK(run.exit_code == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(nlohmann::json::parse(test_support::read_file(target))["exit_code"] == 0);
 }
 
 // A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
