@@ -172,9 +172,13 @@ IdxArray read_idx(const std::filesystem::path& path) {
     return result;
 }
 
+std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix) {
+    return dir / fmt::format("{}-images-idx3-ubyte.gz", prefix);
+}
+
 Dataset load_idx_classification(const std::filesystem::path& dir, std::string_view prefix, std::size_t classes,
                                 std::size_t limit) {
-    const std::filesystem::path images_path = dir / fmt::format("{}-images-idx3-ubyte.gz", prefix);
+    const std::filesystem::path images_path = idx_images_path(dir, prefix);
     const std::filesystem::path labels_path = dir / fmt::format("{}-labels-idx1-ubyte.gz", prefix);
     if (classes == 0) throw DataError(fmt::format("{}: classes must be > 0", labels_path.string()));
 

@@ -41,6 +41,9 @@ struct IdxArray {
 /// trailing data, and gzip stream errors (the zlib message is included).
 [[nodiscard]] IdxArray read_idx(const std::filesystem::path& path);
 
+/// <dir>/<prefix>-images-idx3-ubyte.gz: the image file of a split ("train", "t10k").
+[[nodiscard]] std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix);
+
 /// Loads <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz
 /// (prefix "train" or "t10k" for (Fashion-)MNIST). Pixels are scaled by 1/255
 /// into [0,1], sample_shape is {1, rows, cols}. Throws DataError if the image

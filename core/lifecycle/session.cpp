@@ -137,7 +137,7 @@ void Session::load_data() {
             // would be read with the wrong width.
             if (test_->sample_shape != all.sample_shape)
                 throw data::DataError(fmt::format("{}: images are {}, the training images are {}",
-                                                  (dir / "t10k-images-idx3-ubyte.gz").string(),
+                                                  data::idx_images_path(dir, "t10k").string(),
                                                   fmt::join(test_->sample_shape, "x"), fmt::join(all.sample_shape, "x")));
         }
     }

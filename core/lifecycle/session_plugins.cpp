@@ -41,15 +41,15 @@ void Session::load_plugins() {
         owners_.push_back(ledger_->register_owner(std::string(library->name())));
         ledger_->set_budget(owners_.back(), values.device_memory_limit());
     }
-    // A table named like a loaded plugin without one of its own (one that "did you
-    // mean" would suggest) is a typo that would leave that plugin on its defaults; any
-    // other stray table is a warning (one config may serve runs with different --plugins).
+    // A table named almost like a loaded plugin without one of its own is a typo that
+    // would leave that plugin on its defaults; any other stray table is a warning (one
+    // config may serve runs with different --plugins, and plugins of a family).
     std::set<std::string> without_table;
     for (const std::string& name : names)
         if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
     for (const auto& [name, table] : options_.config.plugin_tables) {
         if (names.contains(name)) continue;
-        if (auto meant = nearest_name(name, without_table))
+        if (auto meant = nearest_name(name, without_table, kTypoLikeness))
             throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
                                           "[plugins.{}]? (as it is, {} runs on its defaults)",
                                           config::source_position(options_.config.file, table->source()), name, *meant,

@@ -104,9 +104,10 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     std::size_t reserved = 0;
     void* address = allocate_upstream(kind, bytes, device, reserved);
     if (address == nullptr)
-        throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot provide {} ({} bytes) for {} (tag {})",
-                                                          devices_[device]->name(), kind_name(kind), bytes,
-                                                          owners_.at(owner), tag));
+        throw ResourceError(TH_OUT_OF_MEMORY,
+                            fmt::format("{}: out of memory: cannot provide {}{} for {} (tag {})", devices_[device]->name(),
+                                        kind_name(kind), is_memory(kind) ? fmt::format(" ({} bytes)", bytes) : "",
+                                        owners_.at(owner), tag));
     std::uint32_t slot = 0;
     LeaseRecord& lease = live_.insert(slot);
     lease.id = next_id_++;

@@ -137,11 +137,13 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
 
 TEST_CASE("a plugin option holding a NUL character is refused before the plugin sees it cut short", "[cli]") {
     TempDir dir;
-    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"ok\\u0000elsewhere\"\n"));
+    const auto cut_short = dir.path() / "ok";  // where the option would lead, cut at the NUL
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"" + cut_short.string() +
+                                                           "\\u0000elsewhere\"\n"));
     auto run = run_trainhost({"--config", config.string(), "--plugins=checkpoint"});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains(config.string() + ":21:11: [plugins.checkpoint] dirpath: contains a NUL character (\\u0000)"));
-    CHECK_FALSE(std::filesystem::exists(dir.path() / "ok"));
+    CHECK_FALSE(std::filesystem::exists(cut_short));
 }
 
 TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
@@ -361,6 +363,11 @@ TEST_CASE("a plugin table named almost like a loaded plugin is refused and any o
     run = run_trainhost({"--config", other, "--plugins=early_stopping"});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("warning: " + other + ": [plugins.checkpoint] is configured but not loaded by --plugins"));
+    // A relative in name (a family's prefix, a longer name) is another plugin, not a typo.
+    auto family = dir.write("family.toml", tiny_config(1, "\n[plugins.test_refuser]\n")).string();
+    run = run_trainhost({"--config", family, "--plugins=" + test_plugin("test_recorder")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("warning: " + family + ": [plugins.test_refuser] is configured but not loaded by --plugins"));
 }
 
 TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {

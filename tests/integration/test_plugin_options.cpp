@@ -60,6 +60,9 @@ TEST_CASE("a misspelt metric fails at the first epoch end, listing the metrics a
              {"early_stopping", "monitor = \"val_los\"",
               "monitored metric 'val_los' does not exist; " + kTinyMetrics + "; did you mean 'val_loss'?"},
              {"early_stopping", "monitor = \"zzz\"", "monitored metric 'zzz' does not exist; " + kTinyMetrics + "\n"},
+             {"early_stopping", "monitor = \"test_loss\"",
+              "monitored metric 'test_loss' does not exist; " + kTinyMetrics +
+                  "; test metrics are set only at the fit's end, after the last epoch\n"},
              {"checkpoint", ck + "monitor = \"train_los\"",
               "monitored metric 'train_los' does not exist; " + kTinyMetrics + "; did you mean 'train_loss'?"},
              {"checkpoint", ck + "filename = \"{epoch}-{val_los:.3f}\"",

@@ -88,4 +88,19 @@ TEST_CASE("suggestions only for plausible typos and shortenings", "[config]") {
     CHECK_FALSE(nearest_name("size", std::set<std::string>{"kernel", "stride", "type"}).has_value());
     CHECK_FALSE(nearest_name("", keys).has_value());
     CHECK_FALSE(nearest_name("patience", std::set<std::string>{}).has_value());
+    CHECK(nearest_name("LR", std::set<std::string>{"lr", "momentum"}) == "lr");  // case is no distance
+}
+
+TEST_CASE("only a near-certain typo of a plugin's name counts as one", "[config]") {
+    using trainhost::kTypoLikeness;
+    using trainhost::nearest_name;
+    const std::set<std::string> loaded = {"early_stopping", "checkpoint", "progress", "metrics_logger", "togpu"};
+    CHECK(nearest_name("early_stoping", loaded, kTypoLikeness) == "early_stopping");
+    CHECK(nearest_name("checkpoints", loaded, kTypoLikeness) == "checkpoint");
+    CHECK(nearest_name("to_gpu", loaded, kTypoLikeness) == "togpu");
+    CHECK(nearest_name("metric_logger", loaded, kTypoLikeness) == "metrics_logger");
+    for (const char* relative : {"model_checkpoint", "csv_logger", "rich_progress", "progress_bar", "lr_monitor"}) {
+        INFO(relative);
+        CHECK_FALSE(nearest_name(relative, loaded, kTypoLikeness).has_value());
+    }
 }

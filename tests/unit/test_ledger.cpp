@@ -166,7 +166,7 @@ TEST_CASE("a device fault during an allocation is not reported as out of memory 
         FAIL("no ResourceError");
     } catch (const ResourceError& e) {
         CHECK(e.status() == TH_OUT_OF_MEMORY);
-        CHECK_THAT(e.what(), Catch::Equals("cuda:0: cannot provide device_memory (4096 bytes) for p (tag big)"));
+        CHECK_THAT(e.what(), Catch::Equals("cuda:0: out of memory: cannot provide device_memory (4096 bytes) for p (tag big)"));
     }
 
     gpu.memory_.failure = FailingMemory::Failure::fault;

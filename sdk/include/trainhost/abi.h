@@ -46,7 +46,7 @@ typedef enum th_status {
     TH_ERROR = 1,            /* generic failure; details in the message */
     TH_INVALID_ARGUMENT = 2, /* null pointer, unknown name, bad value */
     TH_OUT_OF_PHASE = 3,     /* host call not allowed in the current lifecycle phase */
-    TH_OUT_OF_MEMORY = 4,    /* allocation failed or over the plugin's budget */
+    TH_OUT_OF_MEMORY = 4,    /* the device is out of memory, or the plugin over its budget */
     TH_INVALID_HANDLE = 5,   /* unknown, freed, reclaimed or foreign handle */
     TH_NOT_FOUND = 6,        /* metric or option does not exist */
     TH_UNSUPPORTED = 7,      /* not available on this backend or host version */

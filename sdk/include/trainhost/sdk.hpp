@@ -289,6 +289,8 @@ public:
                               (names.empty() ? "there are no metrics yet" : "the metrics are: " + names);
         if (key.starts_with("val_") && !validated)
             message += "; no validation has run yet (is there a validation split?)";
+        else if (key.starts_with("test_"))
+            message += "; test metrics are set only at the fit's end, after the last epoch";
         else if (meant) message += "; did you mean '" + *meant + "'?";
         throw Error(TH_NOT_FOUND, message);
     }
