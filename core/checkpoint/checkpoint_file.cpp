@@ -6,9 +6,10 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -72,6 +73,61 @@ std::uint32_t metadata_crc_of(const std::map<std::string, std::string>& metadata
 
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
 
+// Only a regular file (links followed) is read: opening a FIFO blocks until a writer
+// comes, and a device has no size to check the header against.
+void require_regular_file(const fs::path& file, mode_t mode) {
+    if (S_ISREG(mode)) return;
+    if (S_ISDIR(mode)) throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
+    const char* kind = S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISCHR(mode) ? "a character device"
+                       : S_ISBLK(mode) ? "a block device"
+                       : S_ISSOCK(mode) ? "a socket"
+                                        : "a special file";
+    throw CheckpointError(fmt::format("{}: is {}, not a regular file", file.string(), kind));
+}
+
+class ReadOnlyFile {
+public:
+    explicit ReadOnlyFile(const fs::path& file) {
+        // A path that cannot be stat'ed is left to the open, which says why.
+        if (struct stat info {}; ::stat(file.c_str(), &info) == 0) require_regular_file(file, info.st_mode);
+        // O_NONBLOCK: a FIFO put in the file's place since the stat must not hang the open.
+        fd_.number = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat info {};
+        if (fd_.number < 0 || ::fstat(fd_.number, &info) != 0)
+            throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
+        require_regular_file(file, info.st_mode);
+        size_ = static_cast<std::uint64_t>(info.st_size);
+    }
+
+    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+    // False when the file ends (or fails) before `size` bytes.
+    [[nodiscard]] bool read(void* out, std::size_t size) {
+        auto* at = static_cast<char*>(out);
+        while (size > 0) {
+            const ssize_t got = ::read(fd_.number, at, size);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return false;
+            at += got;
+            size -= static_cast<std::size_t>(got);
+        }
+        return true;
+    }
+
+private:
+    // A member, so that the descriptor is closed when the constructor throws too.
+    struct Descriptor {
+        int number = -1;
+        Descriptor() = default;
+        Descriptor(const Descriptor&) = delete;
+        Descriptor& operator=(const Descriptor&) = delete;
+        ~Descriptor() {
+            if (number >= 0) ::close(number);
+        }
+    } fd_;
+    std::uint64_t size_ = 0;
+};
+
 }  // namespace
 
 void write_checkpoint(const fs::path& file, const CheckpointData& data) {
@@ -117,23 +173,19 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
 }
 
 CheckpointData read_checkpoint(const fs::path& file) {
-    if (std::error_code ec; fs::is_directory(file, ec))
-        throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
+    ReadOnlyFile in(file);
     const auto fail = [&](const std::string& what) -> CheckpointError {
         return CheckpointError(fmt::format("{}: not a valid trainhost checkpoint: {}", file.string(), what));
     };
-    std::error_code ec;
-    const std::uint64_t file_size = fs::file_size(file, ec);
+    const std::uint64_t file_size = in.size();
     unsigned char size_le[8];
-    if (ec || file_size < 8 || !in.read(reinterpret_cast<char*>(size_le), 8)) throw fail("shorter than its 8-byte header size");
+    if (file_size < 8 || !in.read(size_le, 8)) throw fail("shorter than its 8-byte header size");
     std::uint64_t header_size = 0;
     for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(size_le[i]) << (8 * i);
     if (header_size > file_size - 8 || header_size > (100u << 20))
         throw fail(fmt::format("header size {} does not fit in a file of {} bytes (truncated?)", header_size, file_size));
     std::string text(header_size, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) throw fail("header cut short");
+    if (!in.read(text.data(), header_size)) throw fail("header cut short");
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(text);
@@ -153,7 +205,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
     const bool metadata_checked = data.metadata["format"] == kFormat || data.metadata.contains("metadata_crc32");
     const std::uint64_t data_size = file_size - 8 - header_size;
     std::vector<unsigned char> payload(data_size);
-    if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(data_size)))
+    if (!in.read(payload.data(), data_size))
         throw fail("data section cut short");
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto& [name, entry] : header.items()) {
