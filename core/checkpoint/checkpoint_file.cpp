@@ -56,19 +56,48 @@ std::uint32_t crc_of(const std::vector<unsigned char>& data) {
     return static_cast<std::uint32_t>(crc);
 }
 
-// Every metadata entry but the two checksums, as key NUL value NUL in key order,
-// so a changed counter is found as surely as a changed weight.
+// Fields as the checksums over the header take them: each followed by a NUL.
+class FieldCrc {
+public:
+    void add(const std::string& text) {
+        crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(text.c_str()), static_cast<uInt>(text.size() + 1));
+    }
+    // Every metadata entry but the checksums (`skipped`), as key and value in key order.
+    void add_metadata(const std::map<std::string, std::string>& metadata, std::initializer_list<std::string_view> skipped) {
+        for (const auto& [key, value] : metadata)
+            if (std::find(skipped.begin(), skipped.end(), key) == skipped.end()) {
+                add(key);
+                add(value);
+            }
+    }
+    [[nodiscard]] std::uint32_t value() const noexcept { return static_cast<std::uint32_t>(crc_); }
+
+private:
+    uLong crc_ = crc32(0L, Z_NULL, 0);
+};
+
+// So a changed counter is found as surely as a changed weight.
 std::uint32_t metadata_crc_of(const std::map<std::string, std::string>& metadata) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    const auto add = [&](const std::string& text) {
-        crc = crc32(crc, reinterpret_cast<const Bytef*>(text.c_str()), static_cast<uInt>(text.size() + 1));
-    };
-    for (const auto& [key, value] : metadata)
-        if (key != "crc32" && key != "metadata_crc32") {
-            add(key);
-            add(value);
-        }
-    return static_cast<std::uint32_t>(crc);
+    FieldCrc crc;
+    crc.add_metadata(metadata, {"crc32", "metadata_crc32"});
+    return crc.value();
+}
+
+// The tensor table too, so that a renamed tensor (state that a resume would then miss
+// and start afresh) or a changed shape or offset is found as surely as a changed byte:
+// each tensor in name order as name, dtype, shape and offsets (the numbers in decimal,
+// joined by ','), then the metadata but its checksums.
+std::uint32_t header_crc_of(const nlohmann::json& header, const std::map<std::string, std::string>& metadata) {
+    FieldCrc crc;
+    for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") continue;
+        crc.add(name);
+        crc.add(entry.at("dtype").get<std::string>());
+        crc.add(fmt::format("{}", fmt::join(entry.at("shape").get<std::vector<std::uint64_t>>(), ",")));
+        crc.add(fmt::format("{}", fmt::join(entry.at("data_offsets").get<std::vector<std::uint64_t>>(), ",")));
+    }
+    crc.add_metadata(metadata, {"crc32", "metadata_crc32", "header_crc32"});
+    return crc.value();
 }
 
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
@@ -147,6 +176,8 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
         return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     };
     metadata = nlohmann::json::parse(as_utf8(metadata)).get<std::map<std::string, std::string>>();
+    header = nlohmann::json::parse(as_utf8(header));  // tensor names from plugin names, likewise
+    metadata["header_crc32"] = std::to_string(header_crc_of(header, metadata));
     metadata["metadata_crc32"] = std::to_string(metadata_crc_of(metadata));
     header["__metadata__"] = metadata;
     std::string text = as_utf8(header);
@@ -199,10 +230,12 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
         data.metadata[key] = value.get<std::string>();
     }
-    if (data.metadata["format"] != kFormat && data.metadata["format"] != kFormatWithoutMetadataCrc)
-        throw fail(fmt::format("format is '{}', expected '{}'", data.metadata["format"], kFormat));
-    // Checked whenever present, so a damaged format field cannot switch the check off.
-    const bool metadata_checked = data.metadata["format"] == kFormat || data.metadata.contains("metadata_crc32");
+    const std::string& format = data.metadata["format"];
+    if (format != kFormat && format != kFormatWithoutHeaderCrc && format != kFormatWithoutMetadataCrc)
+        throw fail(fmt::format("format is '{}', expected '{}'", format, kFormat));
+    // Checked whenever present, so a damaged format field cannot switch a check off.
+    const bool metadata_checked = format != kFormatWithoutMetadataCrc || data.metadata.contains("metadata_crc32");
+    const bool header_checked = format == kFormat || data.metadata.contains("header_crc32");
     const std::uint64_t data_size = file_size - 8 - header_size;
     std::vector<unsigned char> payload(data_size);
     if (!in.read(payload.data(), data_size))
@@ -245,6 +278,13 @@ CheckpointData read_checkpoint(const fs::path& file) {
             throw fail(fmt::format("checksum mismatch: stored metadata_crc32 {}, metadata has {} (corrupt or edited "
                                    "file)",
                                    data.metadata["metadata_crc32"], computed_metadata));
+    }
+    if (header_checked) {
+        const std::string computed_header = std::to_string(header_crc_of(header, data.metadata));
+        if (data.metadata["header_crc32"] != computed_header)
+            throw fail(fmt::format("checksum mismatch: stored header_crc32 {}, the tensor table and metadata have {} "
+                                   "(corrupt or edited file)",
+                                   data.metadata["header_crc32"], computed_header));
     }
     return data;
 }

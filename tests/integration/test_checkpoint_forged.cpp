@@ -5,12 +5,90 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <zlib.h>
 
 using Catch::Matchers::Contains;
+using test_support::RunResult;
 using test_support::TempDir;
 using test_support::tiny_config;
 namespace fs = std::filesystem;
+
+namespace {
+
+// A checkpoint of tiny_config's model saved after its first epoch, with the state of
+// the checkpoint and early_stopping plugins, and a run of 2 epochs to resume it.
+class Saved {
+public:
+    Saved() {
+        config_ = dir_.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt().string() +
+                                                            "\"\nsave_last = true\n"));
+        REQUIRE(run({"--epochs", "1"}).exit_code == 0);
+    }
+    [[nodiscard]] const TempDir& dir() const { return dir_; }
+    [[nodiscard]] fs::path ckpt() const { return dir_.path() / "ckpt"; }
+    [[nodiscard]] fs::path last() const { return ckpt() / "last.safetensors"; }
+    [[nodiscard]] std::string bytes() const { return test_support::read_file(last()); }
+    [[nodiscard]] trainhost::checkpoint::CheckpointData data() const { return trainhost::checkpoint::read_checkpoint(last()); }
+
+    [[nodiscard]] RunResult run(std::vector<std::string> arguments) const {
+        arguments.insert(arguments.begin(), {"--config", config_.string(), "--plugins=checkpoint,early_stopping"});
+        return test_support::run_trainhost(arguments);
+    }
+    // Resumes from `bytes` as the file `name`.
+    [[nodiscard]] RunResult resume(const std::string& name, const std::string& bytes) const {
+        return run({"--resume", dir_.write(name, bytes).string()});
+    }
+    // Resumes from `forged`, written with valid checksums as forged.safetensors.
+    [[nodiscard]] RunResult resume(const trainhost::checkpoint::CheckpointData& forged) const {
+        trainhost::checkpoint::write_checkpoint(forged_path(), forged);
+        return run({"--resume", forged_path().string()});
+    }
+    [[nodiscard]] fs::path forged_path() const { return dir_.path() / "forged.safetensors"; }
+
+private:
+    TempDir dir_;
+    fs::path config_;
+};
+
+// The JSON header of a checkpoint's bytes, and the bytes with another header.
+std::uint64_t header_size(const std::string& bytes) {
+    std::uint64_t size = 0;
+    for (int i = 0; i < 8; ++i) size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    return size;
+}
+
+nlohmann::json header_of(const std::string& bytes) { return nlohmann::json::parse(bytes.substr(8, header_size(bytes))); }
+
+std::string with_header(const std::string& bytes, const nlohmann::json& header) {
+    std::string text = header.dump();
+    text.append((8 - (text.size() + 8) % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+    return out + text + bytes.substr(8 + header_size(bytes));
+}
+
+// A fresh checkpoint as trainhost wrote it in format 1 (a CRC-32 of the data alone) or
+// 2 (and one of the metadata), that one computed as docs/checkpoint.md gives it.
+std::string as_format(const std::string& bytes, int format) {
+    nlohmann::json header = header_of(bytes);
+    nlohmann::json& meta = header["__metadata__"];
+    meta.erase("header_crc32");
+    meta.erase("metadata_crc32");
+    meta["format"] = "trainhost.checkpoint/" + std::to_string(format);
+    if (format == 2) {
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (const auto& [key, value] : meta.items())
+            if (key != "crc32")
+                for (const std::string& field : {key, value.get<std::string>()})
+                    crc = crc32(crc, reinterpret_cast<const Bytef*>(field.c_str()), static_cast<uInt>(field.size() + 1));
+        meta["metadata_crc32"] = std::to_string(crc);
+    }
+    return with_header(bytes, header);
+}
+
+}  // namespace
 
 TEST_CASE("a checkpoint path that is not a regular file is refused before it is opened", "[checkpoint]") {
     TempDir dir;
@@ -34,6 +112,60 @@ TEST_CASE("a checkpoint path that is not a regular file is refused before it is 
             auto run = test_support::run_trainhost({"--config", config, option, path}, unblock);
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + path + ": " + message + "\n"));
+        }
+    }
+}
+
+TEST_CASE("a renamed or reshaped tensor is refused by the header's checksum", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    // One bit each: optimizer state and a plugin's state that a resume would otherwise
+    // miss and start afresh, and a shape of the same size.
+    for (const auto& [was, now] : std::vector<std::pair<std::string, std::string>>{
+             {"\"optimizer/dense0.weight/first\"", "\"optiMizer/dense0.weight/first\""},
+             {"\"plugin/checkpoint\"", "\"plugin/cieckpoint\""},
+             {"\"shape\":[4,8]", "\"shape\":[8,4]"}}) {
+        DYNAMIC_SECTION(was << " as " << now) {
+            std::string edited = bytes;
+            const auto at = edited.find(was);
+            REQUIRE(at != std::string::npos);
+            edited.replace(at, was.size(), now);
+            auto run = saved.resume("edited.safetensors", edited);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + (saved.dir().path() / "edited.safetensors").string() +
+                                         ": not a valid trainhost checkpoint: checksum mismatch: stored header_crc32 ") &&
+                                    Contains(", the tensor table and metadata have ") &&
+                                    Contains(" (corrupt or edited file)\n"));
+        }
+    }
+}
+
+TEST_CASE("edited checkpoint metadata is refused, and files from before those checks still resume", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    CHECK(*saved.data().meta("format") == "trainhost.checkpoint/3");
+    std::string edited = bytes;
+    const auto at = edited.find("\"trainer.epoch\":\"0\"");
+    REQUIRE(at != std::string::npos);
+    edited[at + 17] = '7';
+    auto run = saved.resume("edited.safetensors", edited);
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("edited.safetensors: not a valid trainhost checkpoint: checksum mismatch: stored "
+                                 "metadata_crc32") &&
+                            Contains("(corrupt or edited file)"));
+    for (int format : {1, 2}) {
+        DYNAMIC_SECTION("format " << format) {
+            const std::string old = as_format(bytes, format);
+            auto resumed = saved.run({"--verbose", "--resume", saved.dir().write("old.safetensors", old).string()});
+            INFO(resumed.err);
+            CHECK(resumed.exit_code == 0);
+            CHECK_THAT(resumed.out, Contains("old.safetensors at epoch 2 batch 0") && Contains("fit 1/1: 1 epoch"));
+            std::string flipped = old;
+            flipped[flipped.size() - 5] ^= 0x40;
+            auto corrupt = saved.resume("flipped.safetensors", flipped);
+            CHECK(corrupt.exit_code == 1);
+            CHECK_THAT(corrupt.err, Contains("flipped.safetensors: not a valid trainhost checkpoint: checksum mismatch: "
+                                             "stored crc32"));
         }
     }
 }
