@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -101,6 +102,16 @@ std::uint32_t header_crc_of(const nlohmann::json& header, const std::map<std::st
 }
 
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
+
+// Nothing where the size overflows 64 bits: wrapped round, a forged shape could
+// match the bytes it claims.
+std::optional<std::uint64_t> byte_size(const std::string& dtype, const std::vector<std::uint64_t>& shape) {
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+    std::uint64_t size = element_size(dtype);
+    for (std::uint64_t d : shape)
+        if (__builtin_mul_overflow(size, d, &size)) return std::nullopt;
+    return size;
+}
 
 // Only a regular file (links followed) is read: opening a FIFO blocks until a writer
 // comes, and a device has no size to check the header against.
@@ -247,10 +258,11 @@ CheckpointData read_checkpoint(const fs::path& file) {
             TensorEntry t{name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<std::uint64_t>>(), {}};
             const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
             if (t.dtype != "F32" && t.dtype != "U8") throw fail(fmt::format("tensor '{}' has dtype {}", name, t.dtype));
-            std::uint64_t count = 1;
-            for (std::uint64_t d : t.shape) count *= d;
-            if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
-                offsets[1] - offsets[0] != count * element_size(t.dtype))
+            const std::optional<std::uint64_t> size = byte_size(t.dtype, t.shape);
+            if (!size)
+                throw fail(fmt::format("tensor '{}' has shape [{}], whose size overflows 64 bits", name,
+                                       fmt::join(t.shape, ", ")));
+            if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != *size)
                 throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)", name));
             spans.emplace_back(offsets[0], offsets[1]);
             t.bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(offsets[0]),

@@ -59,6 +59,13 @@ std::string_view state_kind(std::string_view optimizer) {
 
 std::string shape_text(const auto& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+// rng/ and plugin/ tensors are raw bytes: one of another dtype was not written by trainhost.
+void require_bytes(const checkpoint::TensorEntry& tensor, const std::string& file, std::string_view of) {
+    if (tensor.dtype != "U8")
+        throw ConfigError(fmt::format("{}: {} is {} {}, not the U8 bytes of {}", file, tensor.name, tensor.dtype,
+                                      shape_text(tensor.shape), of));
+}
+
 }  // namespace
 
 std::pair<const std::string*, double> Session::metric_at(std::size_t index) const {
@@ -251,6 +258,7 @@ void Session::restore_checkpoint() {
         data::Rng::Snapshot snapshot{};
         if (saved == nullptr || saved->bytes.size() != sizeof snapshot)
             throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
+        require_bytes(*saved, file, "a random generator's state");
         std::memcpy(&snapshot, saved->bytes.data(), sizeof snapshot);
         rng->restore(snapshot);
     }
@@ -274,6 +282,7 @@ void Session::restore_checkpoint() {
         if (version != instance->entry().state_version)
             throw ConfigError(fmt::format("{}: plugin '{}' saved state version {}, this build of it reads version {}", file,
                                           instance->name(), version, instance->entry().state_version));
+        require_bytes(*saved, file, "a plugin's state");
         enter(resources::Phase::setup);
         plugin::HookOutcome outcome = instance->load_state(saved->bytes.data(), saved->bytes.size());
         enter(resources::Phase::core);

@@ -17,13 +17,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A checkpoint of tiny_config's model saved after its first epoch, with the state of
-// the checkpoint and early_stopping plugins, and a run of 2 epochs to resume it.
+// A checkpoint of tiny_config's model (with a dropout layer, whose random generator it
+// saves too, where asked) saved after its first epoch, with the state of the
+// checkpoint and early_stopping plugins, and a run of 2 epochs to resume it.
 class Saved {
 public:
-    Saved() {
-        config_ = dir_.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt().string() +
-                                                            "\"\nsave_last = true\n"));
+    explicit Saved(bool dropout = false) {
+        std::string text = tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt().string() + "\"\nsave_last = true\n");
+        if (dropout) text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }");
+        config_ = dir_.write("run.toml", text);
         REQUIRE(run({"--epochs", "1"}).exit_code == 0);
     }
     [[nodiscard]] const TempDir& dir() const { return dir_; }
@@ -167,5 +169,43 @@ TEST_CASE("edited checkpoint metadata is refused, and files from before those ch
             CHECK_THAT(corrupt.err, Contains("flipped.safetensors: not a valid trainhost checkpoint: checksum mismatch: "
                                              "stored crc32"));
         }
+    }
+}
+
+TEST_CASE("random generator and plugin state of another dtype and a shape whose size overflows are refused",
+          "[checkpoint]") {
+    Saved saved(true);
+    auto forged = saved.data();
+    const std::string file = saved.forged_path().string();
+    // Bytes of the right length, but F32: the format has these as U8.
+    const auto as_f32 = [&](const std::string& prefix) {
+        for (auto& tensor : forged.tensors)
+            if (tensor.name.rfind(prefix, 0) == 0) {
+                REQUIRE(tensor.bytes.size() % 4 == 0);
+                tensor.dtype = "F32";
+                tensor.shape = {tensor.bytes.size() / 4};
+                return tensor.name + " is F32 [" + std::to_string(tensor.bytes.size() / 4) + "]";
+            }
+        FAIL("no tensor " << prefix);
+        return std::string();
+    };
+    SECTION("a plugin's state") {
+        const std::string what = as_f32("plugin/early_stopping");
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a plugin's state\n"));
+    }
+    SECTION("a random generator's state") {
+        const std::string what = as_f32("rng/");
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a random generator's state\n"));
+    }
+    SECTION("a shape of 2^64 elements, which wraps round to none") {
+        forged.tensors.push_back({"extra", "U8", {1ull << 32, 1ull << 32}, {}});
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: tensor 'extra' has shape "
+                                     "[4294967296, 4294967296], whose size overflows 64 bits\n"));
     }
 }
