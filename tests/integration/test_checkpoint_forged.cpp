@@ -17,14 +17,16 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A checkpoint of tiny_config's model (with a dropout layer, whose random generator it
-// saves too, where asked) saved after its first epoch, with the state of the
-// checkpoint and early_stopping plugins, and a run of 2 epochs to resume it.
+// A checkpoint of tiny_config's model (its text changed by `edits`, each the first
+// occurrence of a string and what replaces it) saved after its first epoch of 2 steps,
+// with the state of the checkpoint and early_stopping plugins, and a run of 2 epochs
+// to resume it.
 class Saved {
 public:
-    explicit Saved(bool dropout = false) {
+    using Edits = std::vector<std::pair<std::string, std::string>>;
+    explicit Saved(const Edits& edits = {}) {
         std::string text = tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt().string() + "\"\nsave_last = true\n");
-        if (dropout) text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }");
+        for (const auto& [was, now] : edits) text.replace(text.find(was), was.size(), now);
         config_ = dir_.write("run.toml", text);
         REQUIRE(run({"--epochs", "1"}).exit_code == 0);
     }
@@ -174,7 +176,7 @@ TEST_CASE("edited checkpoint metadata is refused, and files from before those ch
 
 TEST_CASE("random generator and plugin state of another dtype and a shape whose size overflows are refused",
           "[checkpoint]") {
-    Saved saved(true);
+    Saved saved(Saved::Edits{{"{ type = \"tanh\" }", "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }"}});
     auto forged = saved.data();
     const std::string file = saved.forged_path().string();
     // Bytes of the right length, but F32: the format has these as U8.
@@ -207,5 +209,93 @@ TEST_CASE("random generator and plugin state of another dtype and a shape whose 
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: tensor 'extra' has shape "
                                      "[4294967296, 4294967296], whose size overflows 64 bits\n"));
+    }
+}
+
+namespace {
+
+// `data` without the tensors and metadata whose names start with `prefix`.
+trainhost::checkpoint::CheckpointData without(trainhost::checkpoint::CheckpointData data, const std::string& prefix) {
+    std::erase_if(data.tensors, [&](const auto& t) { return t.name.rfind(prefix, 0) == 0; });
+    std::erase_if(data.metadata, [&](const auto& entry) { return entry.first.rfind(prefix, 0) == 0; });
+    return data;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint with optimizer state for some parameters but not for another is refused", "[checkpoint]") {
+    Saved saved;
+    const auto data = saved.data();
+    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    for (const auto& [prefix, missing] : std::vector<std::pair<std::string, std::string>>{
+             {"optimizer/dense0.weight/first", "optimizer/dense0.weight/first"},
+             {"optimizer/dense0.weight/second", "optimizer/dense0.weight/second"},
+             {"optimizer/dense1.bias/", "optimizer/dense1.bias/first"}}) {
+        DYNAMIC_SECTION("without " << prefix) {
+            auto run = saved.resume(without(data, prefix));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(error + missing + " is missing, though the checkpoint holds optimizer state (a "
+                                         "damaged or edited file: " + missing.substr(10, missing.rfind('/') - 10) +
+                                         "'s would restart from zero)\n"));
+        }
+    }
+    SECTION("without any, though saved after 2 steps") {
+        auto run = saved.resume(without(data, "optimizer/"));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(error + "the checkpoint holds no optimizer state, though saved after 2 optimizer "
+                                             "steps (a damaged or edited file)\n"));
+    }
+    SECTION("without any, saved before the first step: the optimizer starts fresh, as it always has") {
+        auto forged = without(data, "optimizer/");
+        forged.metadata["trainer.global_step"] = "0";
+        CHECK(saved.resume(forged).exit_code == 0);
+    }
+}
+
+TEST_CASE("an empty optimizer buffer is refused where the optimizer keeps one", "[checkpoint]") {
+    const std::string adam = "type = \"adam\"";
+    for (const auto& [optimizer, emptied, refused] : std::vector<std::tuple<std::string, std::string, bool>>{
+             {"type = \"adam\"", "first", true},
+             {"type = \"adam\"", "second", true},
+             {"type = \"sgd\"\nmomentum = 0.9", "first", true},
+             {"type = \"sgd\"\nmomentum = 0.9", "second", false},
+             {"type = \"sgd\"", "first", false}}) {
+        DYNAMIC_SECTION(optimizer << ": " << emptied << " empty") {
+            Saved saved(Saved::Edits{{adam, optimizer}});
+            auto forged = saved.data();
+            const std::string name = "optimizer/dense0.bias/" + emptied;
+            for (auto& tensor : forged.tensors)
+                if (tensor.name == name) {
+                    tensor.shape = {0};
+                    tensor.bytes.clear();
+                }
+            auto run = saved.resume(forged);
+            INFO(run.err);
+            CHECK(run.exit_code == (refused ? 1 : 0));
+            if (refused)
+                CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": " + name +
+                                             " does not fit parameter dense0.bias (0 bytes of F32, the model needs 16 "
+                                             "bytes of F32)\n"));
+        }
+    }
+}
+
+TEST_CASE("an optimizer step count beyond the checkpoint's global step is refused", "[checkpoint]") {
+    Saved saved;
+    const std::string key = "optimizer/dense0.weight/steps";
+    for (const auto& [steps, global_step, bound] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"3", "2", "trainer.global_step, 2"},
+             {"9223372036854775807", "2", "trainer.global_step, 2"},
+             {"18446744073709551615", "2", "trainer.global_step, 2"},
+             {"9007199254740993", "18446744073709551615", "2^53"}}) {
+        DYNAMIC_SECTION(steps << " after " << global_step) {
+            auto forged = saved.data();
+            forged.metadata[key] = steps;
+            forged.metadata["trainer.global_step"] = global_step;
+            auto run = saved.resume(forged);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
+                                         "' is out of range: " + steps + " (more than " + bound + ")\n"));
+        }
     }
 }
