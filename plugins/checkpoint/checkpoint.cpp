@@ -146,7 +146,13 @@ public:
         out.put(last_saved_step_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
-        kept_.resize(in.get<std::uint64_t>());
+        const auto count = in.get<std::uint64_t>();
+        // Each entry takes a score and a length at least: a larger count is a damaged
+        // state, and would size the list before anything else is read.
+        if (count > in.remaining() / (sizeof(double) + sizeof(std::uint64_t)))
+            throw std::runtime_error("saved state is truncated: it lists " + std::to_string(count) +
+                                     " kept checkpoints in " + std::to_string(in.remaining()) + " bytes");
+        kept_.resize(count);
         for (Kept& k : kept_) {
             k.score = in.get<double>();
             k.path = in.get_string();

@@ -299,3 +299,49 @@ TEST_CASE("an optimizer step count beyond the checkpoint's global step is refuse
         }
     }
 }
+
+namespace {
+
+// A plugin's saved state, as the SDK's StateWriter lays it out.
+class StateBytes {
+public:
+    template <typename T>
+    StateBytes& put(const T& value) {
+        const auto* p = reinterpret_cast<const unsigned char*>(&value);
+        bytes_.insert(bytes_.end(), p, p + sizeof value);
+        return *this;
+    }
+    StateBytes& put_string(const std::string& text) {
+        put<std::uint64_t>(text.size());
+        bytes_.insert(bytes_.end(), text.begin(), text.end());
+        return *this;
+    }
+    // `data` with this as the state of the checkpoint plugin.
+    [[nodiscard]] trainhost::checkpoint::CheckpointData as_checkpoint_state(trainhost::checkpoint::CheckpointData data) const {
+        for (auto& tensor : data.tensors)
+            if (tensor.name == "plugin/checkpoint") {
+                tensor.bytes = bytes_;
+                tensor.shape = {bytes_.size()};
+            }
+        return data;
+    }
+
+private:
+    std::vector<unsigned char> bytes_;
+};
+
+}  // namespace
+
+TEST_CASE("a checkpoint plugin state that counts more kept files than it holds is refused before any allocation",
+          "[checkpoint][state]") {
+    Saved saved;
+    for (const std::uint64_t count : {std::uint64_t{1} << 31, std::uint64_t{1} << 62, ~std::uint64_t{0}}) {
+        DYNAMIC_SECTION("count " << count) {
+            auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_checkpoint_state(saved.data()));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
+                                         "saved state: saved state is truncated: it lists " + std::to_string(count) +
+                                         " kept checkpoints in 8 bytes\n"));
+        }
+    }
+}
