@@ -78,7 +78,8 @@ public:
     static constexpr th_option_spec options[] = {
         {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
         {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
-         "file name template: {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is appended"},
+         "file name template (a name in dirpath, no '/'): {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is "
+         "appended"},
         {"auto_insert_metric_name", TH_OPTION_BOOL, "true",
          "write each field as name=value: {epoch}-{val_loss:.4f} gives epoch=3-val_loss=0.2871 (a template that "
          "spells the names itself, epoch={epoch}, wants false)"},
@@ -106,6 +107,11 @@ public:
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
+        // Every file goes directly into dirpath, which is also where the files that top-k
+        // drops are deleted: a '/' would put one elsewhere (an absolute name replaces
+        // dirpath altogether, "../" climbs out of it).
+        if (filename_.find('/') != std::string::npos)
+            throw trainhost::sdk::OptionError("filename is a name inside dirpath and cannot hold '/': " + filename_);
         try {
             (void)expand_filename(filename_, insert_names_, 0, 0, [](const std::string&) { return 0.0; });
         } catch (const std::invalid_argument& e) {
