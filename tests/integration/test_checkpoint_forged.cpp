@@ -144,7 +144,7 @@ TEST_CASE("a renamed or reshaped tensor is refused by the header's checksum", "[
     }
 }
 
-TEST_CASE("edited checkpoint metadata is refused, and files from before those checks still resume", "[checkpoint]") {
+TEST_CASE("edited checkpoint metadata is refused and files from before those checks still resume", "[checkpoint]") {
     Saved saved;
     const std::string bytes = saved.bytes();
     CHECK(*saved.data().meta("format") == "trainhost.checkpoint/3");
