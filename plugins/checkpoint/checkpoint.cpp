@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -95,8 +96,8 @@ public:
          "interrupts the run, so --resume last continues from there"},
     };
 
-    Checkpoint(Context&, const trainhost::sdk::Options& options)
-        : dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
+    Checkpoint(Context& ctx, const trainhost::sdk::Options& options)
+        : link_(ctx.link()), dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
           insert_names_(options.get_bool("auto_insert_metric_name")),
           monitor_(options.get_string("monitor")), maximize_(options.get_string("mode") == "max"),
           top_k_(options.get_int("save_top_k")), save_last_(options.get_bool("save_last")),
@@ -158,12 +159,25 @@ public:
         if (count > in.remaining() / (sizeof(double) + sizeof(std::uint64_t)))
             throw std::runtime_error("saved state is truncated: it lists " + std::to_string(count) +
                                      " kept checkpoints in " + std::to_string(in.remaining()) + " bytes");
-        kept_.resize(count);
-        for (Kept& k : kept_) {
+        std::vector<Kept> saved(count);
+        for (Kept& k : saved) {
             k.score = in.get<double>();
             k.path = in.get_string();
         }
         last_saved_step_ = in.get<std::uint64_t>();
+        kept_.clear();
+        std::vector<std::string> elsewhere;
+        for (const Kept& k : saved) {
+            if (auto own = own_file(k.path)) kept_.push_back({k.score, *own});
+            else elsewhere.push_back(k.path);
+        }
+        // As Lightning does when dirpath has changed: the files the state keeps in the
+        // other directory are not this run's to rank or delete.
+        if (!elsewhere.empty())
+            Context(link_, nullptr)
+                .warn("checkpoint: the saved state keeps " + std::to_string(elsewhere.size()) +
+                      " checkpoint file(s) outside dirpath '" + dirpath_ + "' (" + elsewhere.front() +
+                      (elsewhere.size() > 1 ? ", ..." : "") + "); they are left alone, neither ranked nor deleted");
     }
 
 private:
@@ -207,6 +221,21 @@ private:
         if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
     }
 
+    // A path from the saved state, where top-k deletes it once it drops out: one that
+    // is no checkpoint file is refused, one directly in dirpath (compared lexically, so
+    // that a relative dirpath stays relative to the working directory, as when saved)
+    // comes back as save() spells it, one elsewhere as nothing.
+    [[nodiscard]] std::optional<std::string> own_file(const std::string& saved) const {
+        const std::filesystem::path path(saved);
+        const std::string name = path.filename().string();
+        const std::string suffix = ".safetensors";
+        if (name.size() <= suffix.size() || !name.ends_with(suffix))
+            throw std::runtime_error("saved state keeps '" + saved + "', which is not a .safetensors checkpoint file");
+        const std::filesystem::path own = std::filesystem::path(dirpath_) / name;
+        if (path.lexically_normal() != own.lexically_normal()) return std::nullopt;
+        return own.string();
+    }
+
     // What --resume last reads.
     [[nodiscard]] std::string last_path() const { return (std::filesystem::path(dirpath_) / "last.safetensors").string(); }
 
@@ -222,6 +251,7 @@ private:
         });
     }
 
+    trainhost::sdk::HostLink link_;  // for load_state, which gets no Context
     std::string dirpath_;
     std::string filename_;
     bool insert_names_;

@@ -3,6 +3,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 #include "integration/process.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -344,4 +345,80 @@ TEST_CASE("a checkpoint plugin state that counts more kept files than it holds i
                                          " kept checkpoints in 8 bytes\n"));
         }
     }
+}
+
+namespace {
+
+std::vector<std::string> files_in(const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// The checkpoint plugin's state keeping `path` alone, ranked below anything it saves next.
+StateBytes keeping(const fs::path& path) {
+    return std::move(StateBytes().put<std::uint64_t>(1).put(-1.0).put_string(path.string()).put<std::uint64_t>(2));
+}
+
+}  // namespace
+
+TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath to rank and delete", "[checkpoint][state]") {
+    Saved saved;
+    const auto data = saved.data();  // as saved: a resume that trains saves over it
+    const fs::path& dir = saved.dir().path();
+    const std::string error = "error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its saved state: ";
+    SECTION("a kept path that is no checkpoint file is refused, in dirpath or not") {
+        for (const fs::path& kept : {dir / "victim.txt", saved.ckpt() / "victim.txt", saved.ckpt() / ".safetensors",
+                                     saved.ckpt() / "last.safetensors" / ".."}) {
+            INFO(kept);
+            const auto victim = saved.dir().write("victim.txt", "precious\n");
+            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(error + "saved state keeps '" + kept.string() +
+                                         "', which is not a .safetensors checkpoint file\n"));
+            CHECK(fs::exists(victim));
+        }
+    }
+    SECTION("a checkpoint file outside dirpath is left alone, with a warning") {
+        fs::create_directory(dir / "elsewhere");
+        const auto precious = saved.dir().write("elsewhere/precious.safetensors", "precious\n");
+        for (const fs::path& kept : {precious, saved.ckpt() / ".." / "elsewhere" / "precious.safetensors"}) {
+            INFO(kept);
+            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            CHECK(run.exit_code == 0);
+            CHECK_THAT(run.err, Contains("checkpoint: the saved state keeps 1 checkpoint file(s) outside dirpath '" +
+                                         saved.ckpt().string() + "' (" + kept.string() +
+                                         "); they are left alone, neither ranked nor deleted\n"));
+            CHECK(fs::exists(precious));
+        }
+    }
+    SECTION("a file of dirpath spelt another way is still deleted once it drops out of the top k") {
+        REQUIRE(fs::exists(saved.ckpt() / "epoch=0-step=2.safetensors"));
+        auto run = saved.resume(keeping(saved.ckpt() / "sub" / ".." / "epoch=0-step=2.safetensors").as_checkpoint_state(data));
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, !Contains("outside dirpath"));
+        CHECK(files_in(saved.ckpt()) == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    }
+}
+
+TEST_CASE("a relative dirpath keeps its files across a resume from another working directory", "[checkpoint][state]") {
+    TempDir dir;
+    fs::create_directories(dir.path() / "a");
+    fs::create_directories(dir.path() / "b");
+    const auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"ck\"\nsave_last = true\n"));
+    const auto run_in = [&](const std::string& where, std::vector<std::string> arguments) {
+        arguments.insert(arguments.begin(), {"--config", config.string(), "--plugins=checkpoint"});
+        return test_support::run_trainhost(arguments, "cd '" + (dir.path() / where).string() + "'");
+    };
+    REQUIRE(run_in("a", {"--epochs", "1"}).exit_code == 0);
+    const std::string last = (dir.path() / "a" / "ck" / "last.safetensors").string();
+    // Its kept file, ck/epoch=0-step=2.safetensors, is in the dirpath there as well.
+    auto elsewhere = run_in("b", {"--resume", last});
+    CHECK(elsewhere.exit_code == 0);
+    CHECK_THAT(elsewhere.err, !Contains("outside dirpath"));
+    CHECK(files_in(dir.path() / "b" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    auto here = run_in("a", {"--resume", last});
+    CHECK(here.exit_code == 0);
+    CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
 }
