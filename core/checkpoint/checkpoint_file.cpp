@@ -33,7 +33,8 @@ void CheckpointData::add_f32(const std::string& name, std::vector<std::uint64_t>
                              std::size_t count) {
     TensorEntry entry{name, "F32", std::move(shape), {}};
     entry.bytes.resize(count * sizeof(float));
-    std::memcpy(entry.bytes.data(), values, entry.bytes.size());
+    // SGD's empty buffers come with null pointers, which memcpy may not take even for no bytes.
+    if (count > 0) std::memcpy(entry.bytes.data(), values, entry.bytes.size());
     tensors.push_back(std::move(entry));
 }
 
