@@ -6,9 +6,11 @@
 #include <array>
 #include <cerrno>
 #include <cstring>
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -31,7 +33,8 @@ void CheckpointData::add_f32(const std::string& name, std::vector<std::uint64_t>
                              std::size_t count) {
     TensorEntry entry{name, "F32", std::move(shape), {}};
     entry.bytes.resize(count * sizeof(float));
-    std::memcpy(entry.bytes.data(), values, entry.bytes.size());
+    // SGD's empty buffers come with null pointers, which memcpy may not take even for no bytes.
+    if (count > 0) std::memcpy(entry.bytes.data(), values, entry.bytes.size());
     tensors.push_back(std::move(entry));
 }
 
@@ -55,22 +58,116 @@ std::uint32_t crc_of(const std::vector<unsigned char>& data) {
     return static_cast<std::uint32_t>(crc);
 }
 
-// Every metadata entry but the two checksums, as key NUL value NUL in key order,
-// so a changed counter is found as surely as a changed weight.
+// Fields as the checksums over the header take them: each followed by a NUL.
+class FieldCrc {
+public:
+    void add(const std::string& text) {
+        crc_ = crc32(crc_, reinterpret_cast<const Bytef*>(text.c_str()), static_cast<uInt>(text.size() + 1));
+    }
+    // Every metadata entry but the checksums (`skipped`), as key and value in key order.
+    void add_metadata(const std::map<std::string, std::string>& metadata, std::initializer_list<std::string_view> skipped) {
+        for (const auto& [key, value] : metadata)
+            if (std::find(skipped.begin(), skipped.end(), key) == skipped.end()) {
+                add(key);
+                add(value);
+            }
+    }
+    [[nodiscard]] std::uint32_t value() const noexcept { return static_cast<std::uint32_t>(crc_); }
+
+private:
+    uLong crc_ = crc32(0L, Z_NULL, 0);
+};
+
+// So a changed counter is found as surely as a changed weight.
 std::uint32_t metadata_crc_of(const std::map<std::string, std::string>& metadata) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    const auto add = [&](const std::string& text) {
-        crc = crc32(crc, reinterpret_cast<const Bytef*>(text.c_str()), static_cast<uInt>(text.size() + 1));
-    };
-    for (const auto& [key, value] : metadata)
-        if (key != "crc32" && key != "metadata_crc32") {
-            add(key);
-            add(value);
-        }
-    return static_cast<std::uint32_t>(crc);
+    FieldCrc crc;
+    crc.add_metadata(metadata, {"crc32", "metadata_crc32"});
+    return crc.value();
+}
+
+// The tensor table too, so that a renamed tensor (state that a resume would then miss
+// and start afresh) or a changed shape or offset is found as surely as a changed byte:
+// each tensor in name order as name, dtype, shape and offsets (the numbers in decimal,
+// joined by ','), then the metadata but its checksums.
+std::uint32_t header_crc_of(const nlohmann::json& header, const std::map<std::string, std::string>& metadata) {
+    FieldCrc crc;
+    for (const auto& [name, entry] : header.items()) {
+        if (name == "__metadata__") continue;
+        crc.add(name);
+        crc.add(entry.at("dtype").get<std::string>());
+        crc.add(fmt::format("{}", fmt::join(entry.at("shape").get<std::vector<std::uint64_t>>(), ",")));
+        crc.add(fmt::format("{}", fmt::join(entry.at("data_offsets").get<std::vector<std::uint64_t>>(), ",")));
+    }
+    crc.add_metadata(metadata, {"crc32", "metadata_crc32", "header_crc32"});
+    return crc.value();
 }
 
 std::size_t element_size(const std::string& dtype) { return dtype == "F32" ? 4 : 1; }
+
+// Nothing where the size overflows 64 bits: wrapped round, a forged shape could
+// match the bytes it claims.
+std::optional<std::uint64_t> byte_size(const std::string& dtype, const std::vector<std::uint64_t>& shape) {
+    if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
+    std::uint64_t size = element_size(dtype);
+    for (std::uint64_t d : shape)
+        if (__builtin_mul_overflow(size, d, &size)) return std::nullopt;
+    return size;
+}
+
+// Only a regular file (links followed) is read: opening a FIFO blocks until a writer
+// comes, and a device has no size to check the header against.
+void require_regular_file(const fs::path& file, mode_t mode) {
+    if (S_ISREG(mode)) return;
+    if (S_ISDIR(mode)) throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
+    const char* kind = S_ISFIFO(mode) ? "a FIFO"
+                       : S_ISCHR(mode) ? "a character device"
+                       : S_ISBLK(mode) ? "a block device"
+                       : S_ISSOCK(mode) ? "a socket"
+                                        : "a special file";
+    throw CheckpointError(fmt::format("{}: is {}, not a regular file", file.string(), kind));
+}
+
+class ReadOnlyFile {
+public:
+    explicit ReadOnlyFile(const fs::path& file) {
+        // A path that cannot be stat'ed is left to the open, which says why.
+        if (struct stat info {}; ::stat(file.c_str(), &info) == 0) require_regular_file(file, info.st_mode);
+        // O_NONBLOCK: a FIFO put in the file's place since the stat must not hang the open.
+        fd_.number = ::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+        struct stat info {};
+        if (fd_.number < 0 || ::fstat(fd_.number, &info) != 0)
+            throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
+        require_regular_file(file, info.st_mode);
+        size_ = static_cast<std::uint64_t>(info.st_size);
+    }
+
+    [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
+    // False when the file ends (or fails) before `size` bytes.
+    [[nodiscard]] bool read(void* out, std::size_t size) {
+        auto* at = static_cast<char*>(out);
+        while (size > 0) {
+            const ssize_t got = ::read(fd_.number, at, size);
+            if (got < 0 && errno == EINTR) continue;
+            if (got <= 0) return false;
+            at += got;
+            size -= static_cast<std::size_t>(got);
+        }
+        return true;
+    }
+
+private:
+    // A member, so that the descriptor is closed when the constructor throws too.
+    struct Descriptor {
+        int number = -1;
+        Descriptor() = default;
+        Descriptor(const Descriptor&) = delete;
+        Descriptor& operator=(const Descriptor&) = delete;
+        ~Descriptor() {
+            if (number >= 0) ::close(number);
+        }
+    } fd_;
+    std::uint64_t size_ = 0;
+};
 
 }  // namespace
 
@@ -91,6 +188,8 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
         return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
     };
     metadata = nlohmann::json::parse(as_utf8(metadata)).get<std::map<std::string, std::string>>();
+    header = nlohmann::json::parse(as_utf8(header));  // tensor names from plugin names, likewise
+    metadata["header_crc32"] = std::to_string(header_crc_of(header, metadata));
     metadata["metadata_crc32"] = std::to_string(metadata_crc_of(metadata));
     header["__metadata__"] = metadata;
     std::string text = as_utf8(header);
@@ -117,23 +216,19 @@ void write_checkpoint(const fs::path& file, const CheckpointData& data) {
 }
 
 CheckpointData read_checkpoint(const fs::path& file) {
-    if (std::error_code ec; fs::is_directory(file, ec))
-        throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
+    ReadOnlyFile in(file);
     const auto fail = [&](const std::string& what) -> CheckpointError {
         return CheckpointError(fmt::format("{}: not a valid trainhost checkpoint: {}", file.string(), what));
     };
-    std::error_code ec;
-    const std::uint64_t file_size = fs::file_size(file, ec);
+    const std::uint64_t file_size = in.size();
     unsigned char size_le[8];
-    if (ec || file_size < 8 || !in.read(reinterpret_cast<char*>(size_le), 8)) throw fail("shorter than its 8-byte header size");
+    if (file_size < 8 || !in.read(size_le, 8)) throw fail("shorter than its 8-byte header size");
     std::uint64_t header_size = 0;
     for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(size_le[i]) << (8 * i);
     if (header_size > file_size - 8 || header_size > (100u << 20))
         throw fail(fmt::format("header size {} does not fit in a file of {} bytes (truncated?)", header_size, file_size));
     std::string text(header_size, '\0');
-    if (!in.read(text.data(), static_cast<std::streamsize>(header_size))) throw fail("header cut short");
+    if (!in.read(text.data(), header_size)) throw fail("header cut short");
     nlohmann::json header;
     try {
         header = nlohmann::json::parse(text);
@@ -147,13 +242,15 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
         data.metadata[key] = value.get<std::string>();
     }
-    if (data.metadata["format"] != kFormat && data.metadata["format"] != kFormatWithoutMetadataCrc)
-        throw fail(fmt::format("format is '{}', expected '{}'", data.metadata["format"], kFormat));
-    // Checked whenever present, so a damaged format field cannot switch the check off.
-    const bool metadata_checked = data.metadata["format"] == kFormat || data.metadata.contains("metadata_crc32");
+    const std::string& format = data.metadata["format"];
+    if (format != kFormat && format != kFormatWithoutHeaderCrc && format != kFormatWithoutMetadataCrc)
+        throw fail(fmt::format("format is '{}', expected '{}'", format, kFormat));
+    // Checked whenever present, so a damaged format field cannot switch a check off.
+    const bool metadata_checked = format != kFormatWithoutMetadataCrc || data.metadata.contains("metadata_crc32");
+    const bool header_checked = format == kFormat || data.metadata.contains("header_crc32");
     const std::uint64_t data_size = file_size - 8 - header_size;
     std::vector<unsigned char> payload(data_size);
-    if (!in.read(reinterpret_cast<char*>(payload.data()), static_cast<std::streamsize>(data_size)))
+    if (!in.read(payload.data(), data_size))
         throw fail("data section cut short");
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto& [name, entry] : header.items()) {
@@ -162,10 +259,11 @@ CheckpointData read_checkpoint(const fs::path& file) {
             TensorEntry t{name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<std::uint64_t>>(), {}};
             const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
             if (t.dtype != "F32" && t.dtype != "U8") throw fail(fmt::format("tensor '{}' has dtype {}", name, t.dtype));
-            std::uint64_t count = 1;
-            for (std::uint64_t d : t.shape) count *= d;
-            if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size ||
-                offsets[1] - offsets[0] != count * element_size(t.dtype))
+            const std::optional<std::uint64_t> size = byte_size(t.dtype, t.shape);
+            if (!size)
+                throw fail(fmt::format("tensor '{}' has shape [{}], whose size overflows 64 bits", name,
+                                       fmt::join(t.shape, ", ")));
+            if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != *size)
                 throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)", name));
             spans.emplace_back(offsets[0], offsets[1]);
             t.bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(offsets[0]),
@@ -193,6 +291,13 @@ CheckpointData read_checkpoint(const fs::path& file) {
             throw fail(fmt::format("checksum mismatch: stored metadata_crc32 {}, metadata has {} (corrupt or edited "
                                    "file)",
                                    data.metadata["metadata_crc32"], computed_metadata));
+    }
+    if (header_checked) {
+        const std::string computed_header = std::to_string(header_crc_of(header, data.metadata));
+        if (data.metadata["header_crc32"] != computed_header)
+            throw fail(fmt::format("checksum mismatch: stored header_crc32 {}, the tensor table and metadata have {} "
+                                   "(corrupt or edited file)",
+                                   data.metadata["header_crc32"], computed_header));
     }
     return data;
 }

@@ -1,7 +1,7 @@
 // The checkpoint file: the safetensors layout (8-byte little-endian header size,
 // a JSON header, then the tensors' bytes), so Python's safetensors can read it,
-// with trainhost's own entries in "__metadata__", a CRC-32 of the data and one of
-// the other metadata entries.
+// with trainhost's own entries in "__metadata__": a CRC-32 of the data, one of the
+// other metadata entries and one of the whole header (the tensor table and the metadata).
 // Format documented in docs/checkpoint.md.
 #pragma once
 
@@ -14,7 +14,9 @@
 
 namespace trainhost::checkpoint {
 
-inline constexpr const char* kFormat = "trainhost.checkpoint/2";
+inline constexpr const char* kFormat = "trainhost.checkpoint/3";
+// Read as before: CRC-32s of the data and of the metadata, none of the tensor table.
+inline constexpr const char* kFormatWithoutHeaderCrc = "trainhost.checkpoint/2";
 // Read as before: a CRC-32 of the data only.
 inline constexpr const char* kFormatWithoutMetadataCrc = "trainhost.checkpoint/1";
 

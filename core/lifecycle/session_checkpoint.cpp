@@ -59,6 +59,71 @@ std::string_view state_kind(std::string_view optimizer) {
 
 std::string shape_text(const auto& shape) { return fmt::format("[{}]", fmt::join(shape, ", ")); }
 
+// The bytes of an F32 tensor as floats; memcpy wants a real pointer even for no bytes.
+std::vector<float> floats_of(const checkpoint::TensorEntry& tensor) {
+    std::vector<float> values(tensor.bytes.size() / sizeof(float));
+    if (!values.empty()) std::memcpy(values.data(), tensor.bytes.data(), values.size() * sizeof(float));
+    return values;
+}
+
+// No run comes near it, and the optimizer's signed counter cannot overflow at the step after.
+constexpr std::uint64_t kMaxOptimizerSteps = std::uint64_t{1} << 53;
+
+// Every parameter's optimizer state, or none (a save before the first step): a file
+// with state for some parameters and not for another was damaged or edited, and its
+// resume would silently restart that parameter's moments.
+std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const checkpoint::CheckpointData& data,
+                                                                       const std::string& file,
+                                                                       const std::vector<nn::Parameter*>& parameters,
+                                                                       const nn::Optimizer& optimizer,
+                                                                       std::uint64_t global_step) {
+    std::map<nn::ParamId, nn::Optimizer::SavedState> state;
+    if (std::none_of(parameters.begin(), parameters.end(), [&](const nn::Parameter* p) {
+            const std::string prefix = "optimizer/" + p->name;
+            return data.find(prefix + "/first") || data.find(prefix + "/second") || data.meta(prefix + "/steps");
+        })) {
+        if (global_step == 0) return state;
+        throw ConfigError(fmt::format("{}: the checkpoint holds no optimizer state, though saved after {} optimizer "
+                                      "steps (a damaged or edited file)",
+                                      file, global_step));
+    }
+    for (const nn::Parameter* p : parameters) {
+        const std::string prefix = "optimizer/" + p->name;
+        nn::Optimizer::SavedState saved;
+        for (const auto& [suffix, kept, values] : {std::tuple{"/first", optimizer.keeps_first(), &saved.first},
+                                                   std::tuple{"/second", optimizer.keeps_second(), &saved.second}}) {
+            const checkpoint::TensorEntry* t = data.find(prefix + suffix);
+            if (t == nullptr)
+                throw ConfigError(fmt::format("{}: {}{} is missing, though the checkpoint holds optimizer state (a "
+                                              "damaged or edited file: {}'s would restart from zero)",
+                                              file, prefix, suffix, p->name));
+            // Empty only where this optimizer keeps no such buffer.
+            if (t->dtype != "F32" || (t->bytes.size() != p->value.bytes() && (kept || !t->bytes.empty())))
+                throw ConfigError(fmt::format("{}: {} does not fit parameter {} ({} bytes of {}, the model needs {} "
+                                              "bytes of F32)",
+                                              file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
+            *values = floats_of(*t);
+        }
+        const std::uint64_t steps = meta_number(data, prefix + "/steps", file);
+        if (steps > std::min(global_step, kMaxOptimizerSteps))
+            throw ConfigError(fmt::format("{}: checkpoint '{}/steps' is out of range: {} (more than {})", file, prefix,
+                                          steps,
+                                          global_step < kMaxOptimizerSteps
+                                              ? fmt::format("trainer.global_step, {}", global_step)
+                                              : std::string("2^53")));
+        saved.steps = static_cast<std::int64_t>(steps);
+        state.emplace(p->id, std::move(saved));
+    }
+    return state;
+}
+
+// rng/ and plugin/ tensors are raw bytes: one of another dtype was not written by trainhost.
+void require_bytes(const checkpoint::TensorEntry& tensor, const std::string& file, std::string_view of) {
+    if (tensor.dtype != "U8")
+        throw ConfigError(fmt::format("{}: {} is {} {}, not the U8 bytes of {}", file, tensor.name, tensor.dtype,
+                                      shape_text(tensor.shape), of));
+}
+
 }  // namespace
 
 std::pair<const std::string*, double> Session::metric_at(std::size_t index) const {
@@ -195,8 +260,7 @@ void Session::restore_parameters(const checkpoint::CheckpointData& data, const s
                                           p->name, saved->dtype, shape_text(saved->shape), shape_text(p->value.shape())));
         // A NaN saved by a run that was already diverging would otherwise show up
         // only as a non-finite loss, with nothing pointing at the file.
-        std::vector<float> values(p->value.numel());
-        std::memcpy(values.data(), saved->bytes.data(), p->value.bytes());
+        const std::vector<float> values = floats_of(*saved);
         if (auto bad = std::find_if(values.begin(), values.end(), [](float v) { return !std::isfinite(v); });
             bad != values.end())
             throw ConfigError(fmt::format("{}: parameter {} holds a non-finite value ({} at index {})", file, p->name,
@@ -213,7 +277,6 @@ void Session::restore_checkpoint() {
     resume_.reset();
     const std::string file = data.metadata.at("trainhost.path");
     FitState& fit = *fit_;
-    std::map<nn::ParamId, nn::Optimizer::SavedState> optimizer_state;
     // Files from before trainer.optimizer was saved are taken as they are.
     const std::string configured = optimizer_kind(options_.config.optimizer);
     if (const std::string* saved = data.meta("trainer.optimizer");
@@ -222,25 +285,9 @@ void Session::restore_checkpoint() {
                                       "become {}; resume with the [optimizer] the checkpoint was trained with",
                                       file, *saved, configured, state_kind(*saved), state_kind(configured)));
     restore_parameters(data, file);
-    for (const nn::Parameter* p : fit.model->parameters()) {
-        const std::string prefix = "optimizer/" + p->name;
-        const checkpoint::TensorEntry* first = data.find(prefix + "/first");
-        const checkpoint::TensorEntry* second = data.find(prefix + "/second");
-        if (first == nullptr || second == nullptr) continue;
-        for (const checkpoint::TensorEntry* t : {first, second})
-            if (t->dtype != "F32" || t->bytes.size() % sizeof(float) != 0 ||
-                (!t->bytes.empty() && t->bytes.size() != p->value.bytes()))
-                throw ConfigError(fmt::format("{}: {} does not fit parameter {} ({} bytes of {}, the model needs {} "
-                                              "bytes of F32)",
-                                              file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
-        nn::Optimizer::SavedState state;
-        state.steps = static_cast<std::int64_t>(meta_number(data, prefix + "/steps", file));
-        state.first.resize(first->bytes.size() / sizeof(float));
-        std::memcpy(state.first.data(), first->bytes.data(), first->bytes.size());
-        state.second.resize(second->bytes.size() / sizeof(float));
-        std::memcpy(state.second.data(), second->bytes.data(), second->bytes.size());
-        optimizer_state.emplace(p->id, std::move(state));
-    }
+    const std::uint64_t global_step = meta_number(data, "trainer.global_step", file);
+    const auto optimizer_state =
+        saved_optimizer_state(data, file, fit.model->parameters(), *fit.optimizer, global_step);
     try {
         fit.optimizer->load(fit.model->parameters(), optimizer_state);
     } catch (const std::runtime_error& e) {
@@ -251,6 +298,7 @@ void Session::restore_checkpoint() {
         data::Rng::Snapshot snapshot{};
         if (saved == nullptr || saved->bytes.size() != sizeof snapshot)
             throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
+        require_bytes(*saved, file, "a random generator's state");
         std::memcpy(&snapshot, saved->bytes.data(), sizeof snapshot);
         rng->restore(snapshot);
     }
@@ -274,6 +322,7 @@ void Session::restore_checkpoint() {
         if (version != instance->entry().state_version)
             throw ConfigError(fmt::format("{}: plugin '{}' saved state version {}, this build of it reads version {}", file,
                                           instance->name(), version, instance->entry().state_version));
+        require_bytes(*saved, file, "a plugin's state");
         enter(resources::Phase::setup);
         plugin::HookOutcome outcome = instance->load_state(saved->bytes.data(), saved->bytes.size());
         enter(resources::Phase::core);
@@ -288,7 +337,7 @@ void Session::restore_checkpoint() {
     const bool complete = meta_number(data, "trainer.epoch_complete", file) == 1;
     start_epoch_ = complete ? epoch + 1 : epoch;
     start_batch_ = complete ? 0 : meta_number(data, "trainer.batches_done", file);
-    state_.global_step = meta_number(data, "trainer.global_step", file);
+    state_.global_step = global_step;
     batches_started_ = meta_number(data, "trainer.fit_step", file);
     batches_completed_ = batches_started_;
     // The metrics as they were (monitored ones included), and the resumed epoch's

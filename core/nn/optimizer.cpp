@@ -21,12 +21,12 @@ Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
     State state;
     const bool adam = spec_.type != "sgd";
     // Lazily, as PyTorch does: a parameter that never steps costs nothing.
-    if (adam || spec_.momentum != 0) {
+    if (keeps_first()) {
         state.first = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT,
                              parameter.name + (adam ? ".exp_avg" : ".momentum"), parameter.value.buffer().device());
         backend_->fill(state.first.data(), state.first.numel(), 0.0f);
     }
-    if (adam) {
+    if (keeps_second()) {
         state.second = Tensor(ledger_, parameter.value.shape(), TH_SCOPE_FIT, parameter.name + ".exp_avg_sq",
                               parameter.value.buffer().device());
         backend_->fill(state.second.data(), state.second.numel(), 0.0f);

@@ -28,6 +28,10 @@ public:
     [[nodiscard]] std::map<ParamId, SavedState> save() const;
     void load(const std::vector<Parameter*>& parameters, const std::map<ParamId, SavedState>& saved);
     [[nodiscard]] std::size_t state_count() const noexcept { return state_.size(); }
+    // Which buffers a parameter's state has: SGD without momentum has neither, with
+    // momentum `first` alone, Adam both. One it lacks is saved empty.
+    [[nodiscard]] bool keeps_first() const noexcept { return spec_.type != "sgd" || spec_.momentum != 0; }
+    [[nodiscard]] bool keeps_second() const noexcept { return spec_.type != "sgd"; }
 
 private:
     struct State {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -78,7 +79,8 @@ public:
     static constexpr th_option_spec options[] = {
         {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
         {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
-         "file name template: {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is appended"},
+         "file name template (a name in dirpath, no '/'): {epoch}, {step}, {metric} or {metric:.4f}; .safetensors is "
+         "appended"},
         {"auto_insert_metric_name", TH_OPTION_BOOL, "true",
          "write each field as name=value: {epoch}-{val_loss:.4f} gives epoch=3-val_loss=0.2871 (a template that "
          "spells the names itself, epoch={epoch}, wants false)"},
@@ -94,8 +96,8 @@ public:
          "interrupts the run, so --resume last continues from there"},
     };
 
-    Checkpoint(Context&, const trainhost::sdk::Options& options)
-        : dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
+    Checkpoint(Context& ctx, const trainhost::sdk::Options& options)
+        : link_(ctx.link()), dirpath_(options.get_string("dirpath")), filename_(options.get_string("filename")),
           insert_names_(options.get_bool("auto_insert_metric_name")),
           monitor_(options.get_string("monitor")), maximize_(options.get_string("mode") == "max"),
           top_k_(options.get_int("save_top_k")), save_last_(options.get_bool("save_last")),
@@ -106,6 +108,11 @@ public:
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
+        // Every file goes directly into dirpath, which is also where the files that top-k
+        // drops are deleted: a '/' would put one elsewhere (an absolute name replaces
+        // dirpath altogether, "../" climbs out of it).
+        if (filename_.find('/') != std::string::npos)
+            throw trainhost::sdk::OptionError("filename is a name inside dirpath and cannot hold '/': " + filename_);
         try {
             (void)expand_filename(filename_, insert_names_, 0, 0, [](const std::string&) { return 0.0; });
         } catch (const std::invalid_argument& e) {
@@ -146,12 +153,31 @@ public:
         out.put(last_saved_step_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
-        kept_.resize(in.get<std::uint64_t>());
-        for (Kept& k : kept_) {
+        const auto count = in.get<std::uint64_t>();
+        // Each entry takes a score and a length at least: a larger count is a damaged
+        // state, and would size the list before anything else is read.
+        if (count > in.remaining() / (sizeof(double) + sizeof(std::uint64_t)))
+            throw std::runtime_error("saved state is truncated: it lists " + std::to_string(count) +
+                                     " kept checkpoints in " + std::to_string(in.remaining()) + " bytes");
+        std::vector<Kept> saved(count);
+        for (Kept& k : saved) {
             k.score = in.get<double>();
             k.path = in.get_string();
         }
         last_saved_step_ = in.get<std::uint64_t>();
+        kept_.clear();
+        std::vector<std::string> elsewhere;
+        for (const Kept& k : saved) {
+            if (auto own = own_file(k.path)) kept_.push_back({k.score, *own});
+            else elsewhere.push_back(k.path);
+        }
+        // As Lightning does when dirpath has changed: the files the state keeps in the
+        // other directory are not this run's to rank or delete.
+        if (!elsewhere.empty())
+            Context(link_, nullptr)
+                .warn("checkpoint: the saved state keeps " + std::to_string(elsewhere.size()) +
+                      " checkpoint file(s) outside dirpath '" + dirpath_ + "' (" + elsewhere.front() +
+                      (elsewhere.size() > 1 ? ", ..." : "") + "); they are left alone, neither ranked nor deleted");
     }
 
 private:
@@ -195,6 +221,21 @@ private:
         if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
     }
 
+    // A path from the saved state, where top-k deletes it once it drops out: one that
+    // is no checkpoint file is refused, one directly in dirpath (compared lexically, so
+    // that a relative dirpath stays relative to the working directory, as when saved)
+    // comes back as save() spells it, one elsewhere as nothing.
+    [[nodiscard]] std::optional<std::string> own_file(const std::string& saved) const {
+        const std::filesystem::path path(saved);
+        const std::string name = path.filename().string();
+        const std::string suffix = ".safetensors";
+        if (name.size() <= suffix.size() || !name.ends_with(suffix))
+            throw std::runtime_error("saved state keeps '" + saved + "', which is not a .safetensors checkpoint file");
+        const std::filesystem::path own = std::filesystem::path(dirpath_) / name;
+        if (path.lexically_normal() != own.lexically_normal()) return std::nullopt;
+        return own.string();
+    }
+
     // What --resume last reads.
     [[nodiscard]] std::string last_path() const { return (std::filesystem::path(dirpath_) / "last.safetensors").string(); }
 
@@ -210,6 +251,7 @@ private:
         });
     }
 
+    trainhost::sdk::HostLink link_;  // for load_state, which gets no Context
     std::string dirpath_;
     std::string filename_;
     bool insert_names_;

@@ -33,7 +33,15 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
              {"checkpoint", ck + "filename = \"{val_loss:.f}\"", "filename format '.f' in '{val_loss:.f}' is not like .4f"},
              {"checkpoint", ck + "filename = \"{val_loss:.123f}\"",
               "filename format '.123f' in '{val_loss:.123f}' is not like .4f"},
-             {"checkpoint", ck + "filename = \"best-{:.4f}\"", "filename has a field with no name: best-{:.4f}"}}) {
+             {"checkpoint", ck + "filename = \"best-{:.4f}\"", "filename has a field with no name: best-{:.4f}"},
+             {"checkpoint", ck + "filename = \"" + (dir.path() / "out" / "{epoch}").string() + "\"",
+              "filename is a name inside dirpath and cannot hold '/': " + (dir.path() / "out" / "{epoch}").string()},
+             {"checkpoint", ck + "filename = \"/\"", "filename is a name inside dirpath and cannot hold '/': /"},
+             {"checkpoint", ck + "filename = \"../{epoch}\"",
+              "filename is a name inside dirpath and cannot hold '/': ../{epoch}"},
+             {"checkpoint", ck + "filename = \"sub/{epoch}\"",
+              "filename is a name inside dirpath and cannot hold '/': sub/{epoch}"},
+             {"checkpoint", ck + "filename = \"\"", "dirpath and filename must not be empty"}}) {
         INFO(options);
         auto config = dir.write("run.toml", tiny_config(2, "\n[plugins." + plugin + "]\n" + options + "\n"));
         auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
@@ -41,6 +49,7 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
         CHECK_THAT(run.err, Contains(config.string() + ": [plugins." + plugin + "]: the plugin refused its options: " + message));
         CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
         CHECK_FALSE(std::filesystem::exists(dir.path() / "ck"));
+        CHECK_FALSE(std::filesystem::exists(dir.path() / "out"));
     }
 }
 

@@ -29,11 +29,21 @@ def main():
     data = raw[8 + size:]
     assert (8 + size) % 8 == 0, "data must start 8-byte aligned"
     meta = header.pop("__metadata__")
-    assert meta["format"] == "trainhost.checkpoint/2", meta
+    assert meta["format"] == "trainhost.checkpoint/3", meta
     assert int(meta["crc32"]) == zlib.crc32(data), "crc32 over the data section"
-    others = b"".join(key.encode() + b"\0" + value.encode() + b"\0" for key, value in sorted(meta.items())
-                      if key not in ("crc32", "metadata_crc32"))
-    assert int(meta["metadata_crc32"]) == zlib.crc32(others), "metadata_crc32 over the other entries"
+
+    def fields(*values):
+        return b"".join(str(value).encode() + b"\0" for value in values)
+
+    def metadata_but(*checksums):
+        return b"".join(fields(key, value) for key, value in sorted(meta.items()) if key not in checksums)
+
+    assert int(meta["metadata_crc32"]) == zlib.crc32(metadata_but("crc32", "metadata_crc32")), \
+        "metadata_crc32 over the other entries"
+    table = b"".join(fields(name, t["dtype"], ",".join(map(str, t["shape"])), ",".join(map(str, t["data_offsets"])))
+                     for name, t in sorted(header.items()))
+    assert int(meta["header_crc32"]) == zlib.crc32(table + metadata_but("crc32", "metadata_crc32", "header_crc32")), \
+        "header_crc32 over the tensor table and the metadata"
     end = 0
     for name, tensor in sorted(header.items(), key=lambda item: item[1]["data_offsets"][0]):
         begin, stop = tensor["data_offsets"]

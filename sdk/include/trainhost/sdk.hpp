@@ -430,6 +430,9 @@ public:
         return text;
     }
     [[nodiscard]] bool done() const noexcept { return offset_ == size_; }
+    // The bytes not read yet: a count read from the state is checked against them
+    // before it sizes anything.
+    [[nodiscard]] std::uint64_t remaining() const noexcept { return size_ - offset_; }
 
 private:
     void read(void* out, std::size_t size) {

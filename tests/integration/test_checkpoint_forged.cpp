@@ -1,0 +1,424 @@
+// Checkpoints that are damaged, forged or not files at all: each is refused before
+// training, exit 1, with the path and what is wrong, and never crashes or hangs.
+#include "checkpoint/checkpoint_file.hpp"
+#include "integration/process.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <zlib.h>
+
+using Catch::Matchers::Contains;
+using test_support::RunResult;
+using test_support::TempDir;
+using test_support::tiny_config;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A checkpoint of tiny_config's model (its text changed by `edits`, each the first
+// occurrence of a string and what replaces it) saved after its first epoch of 2 steps,
+// with the state of the checkpoint and early_stopping plugins, and a run of 2 epochs
+// to resume it.
+class Saved {
+public:
+    using Edits = std::vector<std::pair<std::string, std::string>>;
+    explicit Saved(const Edits& edits = {}) {
+        std::string text = tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt().string() + "\"\nsave_last = true\n");
+        for (const auto& [was, now] : edits) text.replace(text.find(was), was.size(), now);
+        config_ = dir_.write("run.toml", text);
+        REQUIRE(run({"--epochs", "1"}).exit_code == 0);
+    }
+    [[nodiscard]] const TempDir& dir() const { return dir_; }
+    [[nodiscard]] fs::path ckpt() const { return dir_.path() / "ckpt"; }
+    [[nodiscard]] fs::path last() const { return ckpt() / "last.safetensors"; }
+    [[nodiscard]] std::string bytes() const { return test_support::read_file(last()); }
+    [[nodiscard]] trainhost::checkpoint::CheckpointData data() const { return trainhost::checkpoint::read_checkpoint(last()); }
+
+    [[nodiscard]] RunResult run(std::vector<std::string> arguments) const {
+        arguments.insert(arguments.begin(), {"--config", config_.string(), "--plugins=checkpoint,early_stopping"});
+        return test_support::run_trainhost(arguments);
+    }
+    // Resumes from `bytes` as the file `name`.
+    [[nodiscard]] RunResult resume(const std::string& name, const std::string& bytes) const {
+        return run({"--resume", dir_.write(name, bytes).string()});
+    }
+    // Resumes from `forged`, written with valid checksums as forged.safetensors.
+    [[nodiscard]] RunResult resume(const trainhost::checkpoint::CheckpointData& forged) const {
+        trainhost::checkpoint::write_checkpoint(forged_path(), forged);
+        return run({"--resume", forged_path().string()});
+    }
+    [[nodiscard]] fs::path forged_path() const { return dir_.path() / "forged.safetensors"; }
+
+private:
+    TempDir dir_;
+    fs::path config_;
+};
+
+// The JSON header of a checkpoint's bytes, and the bytes with another header.
+std::uint64_t header_size(const std::string& bytes) {
+    std::uint64_t size = 0;
+    for (int i = 0; i < 8; ++i) size |= static_cast<std::uint64_t>(static_cast<unsigned char>(bytes[i])) << (8 * i);
+    return size;
+}
+
+nlohmann::json header_of(const std::string& bytes) { return nlohmann::json::parse(bytes.substr(8, header_size(bytes))); }
+
+std::string with_header(const std::string& bytes, const nlohmann::json& header) {
+    std::string text = header.dump();
+    text.append((8 - (text.size() + 8) % 8) % 8, ' ');
+    std::string out(8, '\0');
+    for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
+    return out + text + bytes.substr(8 + header_size(bytes));
+}
+
+// A fresh checkpoint as trainhost wrote it in format 1 (a CRC-32 of the data alone) or
+// 2 (and one of the metadata), that one computed as docs/checkpoint.md gives it.
+std::string as_format(const std::string& bytes, int format) {
+    nlohmann::json header = header_of(bytes);
+    nlohmann::json& meta = header["__metadata__"];
+    meta.erase("header_crc32");
+    meta.erase("metadata_crc32");
+    meta["format"] = "trainhost.checkpoint/" + std::to_string(format);
+    if (format == 2) {
+        uLong crc = crc32(0L, Z_NULL, 0);
+        for (const auto& [key, value] : meta.items())
+            if (key != "crc32")
+                for (const std::string& field : {key, value.get<std::string>()})
+                    crc = crc32(crc, reinterpret_cast<const Bytef*>(field.c_str()), static_cast<uInt>(field.size() + 1));
+        meta["metadata_crc32"] = std::to_string(crc);
+    }
+    return with_header(bytes, header);
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint path that is not a regular file is refused before it is opened", "[checkpoint]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", tiny_config(1)).string();
+    const fs::path fifo = dir.path() / "ck.fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    const fs::path link = dir.path() / "link.safetensors";
+    fs::create_symlink(fifo, link);
+    // Were the open to block on the FIFO again, a writer comes after 20 s, so the run
+    // fails with another message instead of hanging the suite (": " ends the line the
+    // setup is joined to with ";").
+    const std::string unblock = "{ sleep 20; [ -p '" + fifo.string() + "' ] && exec 3<>'" + fifo.string() +
+                                "'; } </dev/null >/dev/null 2>&1 & :";
+    for (const char* option : {"--resume", "--weights"}) {
+        for (const auto& [path, message] : std::vector<std::pair<std::string, std::string>>{
+                 {fifo.string(), "is a FIFO, not a regular file"},
+                 {link.string(), "is a FIFO, not a regular file"},
+                 {"/dev/null", "is a character device, not a regular file"},
+                 {dir.path().string(), "is a directory, not a checkpoint file"}}) {
+            INFO(option << " " << path);
+            auto run = test_support::run_trainhost({"--config", config, option, path}, unblock);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + path + ": " + message + "\n"));
+        }
+    }
+}
+
+TEST_CASE("a renamed or reshaped tensor is refused by the header's checksum", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    // One bit each: optimizer state and a plugin's state that a resume would otherwise
+    // miss and start afresh, and a shape of the same size.
+    for (const auto& [was, now] : std::vector<std::pair<std::string, std::string>>{
+             {"\"optimizer/dense0.weight/first\"", "\"optiMizer/dense0.weight/first\""},
+             {"\"plugin/checkpoint\"", "\"plugin/cieckpoint\""},
+             {"\"shape\":[4,8]", "\"shape\":[8,4]"}}) {
+        DYNAMIC_SECTION(was << " as " << now) {
+            std::string edited = bytes;
+            const auto at = edited.find(was);
+            REQUIRE(at != std::string::npos);
+            edited.replace(at, was.size(), now);
+            auto run = saved.resume("edited.safetensors", edited);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + (saved.dir().path() / "edited.safetensors").string() +
+                                         ": not a valid trainhost checkpoint: checksum mismatch: stored header_crc32 ") &&
+                                    Contains(", the tensor table and metadata have ") &&
+                                    Contains(" (corrupt or edited file)\n"));
+        }
+    }
+}
+
+TEST_CASE("edited checkpoint metadata is refused and files from before those checks still resume", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    CHECK(*saved.data().meta("format") == "trainhost.checkpoint/3");
+    std::string edited = bytes;
+    const auto at = edited.find("\"trainer.epoch\":\"0\"");
+    REQUIRE(at != std::string::npos);
+    edited[at + 17] = '7';
+    auto run = saved.resume("edited.safetensors", edited);
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("edited.safetensors: not a valid trainhost checkpoint: checksum mismatch: stored "
+                                 "metadata_crc32") &&
+                            Contains("(corrupt or edited file)"));
+    for (int format : {1, 2}) {
+        DYNAMIC_SECTION("format " << format) {
+            const std::string old = as_format(bytes, format);
+            auto resumed = saved.run({"--verbose", "--resume", saved.dir().write("old.safetensors", old).string()});
+            INFO(resumed.err);
+            CHECK(resumed.exit_code == 0);
+            CHECK_THAT(resumed.out, Contains("old.safetensors at epoch 2 batch 0") && Contains("fit 1/1: 1 epoch"));
+            std::string flipped = old;
+            flipped[flipped.size() - 5] ^= 0x40;
+            auto corrupt = saved.resume("flipped.safetensors", flipped);
+            CHECK(corrupt.exit_code == 1);
+            CHECK_THAT(corrupt.err, Contains("flipped.safetensors: not a valid trainhost checkpoint: checksum mismatch: "
+                                             "stored crc32"));
+        }
+    }
+}
+
+TEST_CASE("random generator and plugin state of another dtype and a shape whose size overflows are refused",
+          "[checkpoint]") {
+    Saved saved(Saved::Edits{{"{ type = \"tanh\" }", "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }"}});
+    auto forged = saved.data();
+    const std::string file = saved.forged_path().string();
+    // Bytes of the right length, but F32: the format has these as U8.
+    const auto as_f32 = [&](const std::string& prefix) {
+        for (auto& tensor : forged.tensors)
+            if (tensor.name.rfind(prefix, 0) == 0) {
+                REQUIRE(tensor.bytes.size() % 4 == 0);
+                tensor.dtype = "F32";
+                tensor.shape = {tensor.bytes.size() / 4};
+                return tensor.name + " is F32 [" + std::to_string(tensor.bytes.size() / 4) + "]";
+            }
+        FAIL("no tensor " << prefix);
+        return std::string();
+    };
+    SECTION("a plugin's state") {
+        const std::string what = as_f32("plugin/early_stopping");
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a plugin's state\n"));
+    }
+    SECTION("a random generator's state") {
+        const std::string what = as_f32("rng/");
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a random generator's state\n"));
+    }
+    SECTION("a shape of 2^64 elements, which wraps round to none") {
+        forged.tensors.push_back({"extra", "U8", {1ull << 32, 1ull << 32}, {}});
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: tensor 'extra' has shape "
+                                     "[4294967296, 4294967296], whose size overflows 64 bits\n"));
+    }
+}
+
+namespace {
+
+// `data` without the tensors and metadata whose names start with `prefix`.
+trainhost::checkpoint::CheckpointData without(trainhost::checkpoint::CheckpointData data, const std::string& prefix) {
+    std::erase_if(data.tensors, [&](const auto& t) { return t.name.rfind(prefix, 0) == 0; });
+    std::erase_if(data.metadata, [&](const auto& entry) { return entry.first.rfind(prefix, 0) == 0; });
+    return data;
+}
+
+}  // namespace
+
+TEST_CASE("a checkpoint with optimizer state for some parameters but not for another is refused", "[checkpoint]") {
+    Saved saved;
+    const auto data = saved.data();
+    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    for (const auto& [prefix, missing] : std::vector<std::pair<std::string, std::string>>{
+             {"optimizer/dense0.weight/first", "optimizer/dense0.weight/first"},
+             {"optimizer/dense0.weight/second", "optimizer/dense0.weight/second"},
+             {"optimizer/dense1.bias/", "optimizer/dense1.bias/first"}}) {
+        DYNAMIC_SECTION("without " << prefix) {
+            auto run = saved.resume(without(data, prefix));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(error + missing + " is missing, though the checkpoint holds optimizer state (a "
+                                         "damaged or edited file: " + missing.substr(10, missing.rfind('/') - 10) +
+                                         "'s would restart from zero)\n"));
+        }
+    }
+    SECTION("without any, though saved after 2 steps") {
+        auto run = saved.resume(without(data, "optimizer/"));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(error + "the checkpoint holds no optimizer state, though saved after 2 optimizer "
+                                             "steps (a damaged or edited file)\n"));
+    }
+    SECTION("without any, saved before the first step: the optimizer starts fresh, as it always has") {
+        auto forged = without(data, "optimizer/");
+        forged.metadata["trainer.global_step"] = "0";
+        CHECK(saved.resume(forged).exit_code == 0);
+    }
+}
+
+TEST_CASE("an empty optimizer buffer is refused where the optimizer keeps one", "[checkpoint]") {
+    const std::string adam = "type = \"adam\"";
+    for (const auto& [optimizer, emptied, refused] : std::vector<std::tuple<std::string, std::string, bool>>{
+             {"type = \"adam\"", "first", true},
+             {"type = \"adam\"", "second", true},
+             {"type = \"sgd\"\nmomentum = 0.9", "first", true},
+             {"type = \"sgd\"\nmomentum = 0.9", "second", false},
+             {"type = \"sgd\"", "first", false}}) {
+        DYNAMIC_SECTION(optimizer << ": " << emptied << " empty") {
+            Saved saved(Saved::Edits{{adam, optimizer}});
+            auto forged = saved.data();
+            const std::string name = "optimizer/dense0.bias/" + emptied;
+            for (auto& tensor : forged.tensors)
+                if (tensor.name == name) {
+                    tensor.shape = {0};
+                    tensor.bytes.clear();
+                }
+            auto run = saved.resume(forged);
+            INFO(run.err);
+            CHECK(run.exit_code == (refused ? 1 : 0));
+            if (refused)
+                CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": " + name +
+                                             " does not fit parameter dense0.bias (0 bytes of F32, the model needs 16 "
+                                             "bytes of F32)\n"));
+        }
+    }
+}
+
+TEST_CASE("an optimizer step count beyond the checkpoint's global step is refused", "[checkpoint]") {
+    Saved saved;
+    const std::string key = "optimizer/dense0.weight/steps";
+    for (const auto& [steps, global_step, bound] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"3", "2", "trainer.global_step, 2"},
+             {"9223372036854775807", "2", "trainer.global_step, 2"},
+             {"18446744073709551615", "2", "trainer.global_step, 2"},
+             {"9007199254740993", "18446744073709551615", "2^53"}}) {
+        DYNAMIC_SECTION(steps << " after " << global_step) {
+            auto forged = saved.data();
+            forged.metadata[key] = steps;
+            forged.metadata["trainer.global_step"] = global_step;
+            auto run = saved.resume(forged);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
+                                         "' is out of range: " + steps + " (more than " + bound + ")\n"));
+        }
+    }
+}
+
+namespace {
+
+// A plugin's saved state, as the SDK's StateWriter lays it out.
+class StateBytes {
+public:
+    template <typename T>
+    StateBytes& put(const T& value) {
+        const auto* p = reinterpret_cast<const unsigned char*>(&value);
+        bytes_.insert(bytes_.end(), p, p + sizeof value);
+        return *this;
+    }
+    StateBytes& put_string(const std::string& text) {
+        put<std::uint64_t>(text.size());
+        bytes_.insert(bytes_.end(), text.begin(), text.end());
+        return *this;
+    }
+    // `data` with this as the state of the checkpoint plugin.
+    [[nodiscard]] trainhost::checkpoint::CheckpointData as_checkpoint_state(trainhost::checkpoint::CheckpointData data) const {
+        for (auto& tensor : data.tensors)
+            if (tensor.name == "plugin/checkpoint") {
+                tensor.bytes = bytes_;
+                tensor.shape = {bytes_.size()};
+            }
+        return data;
+    }
+
+private:
+    std::vector<unsigned char> bytes_;
+};
+
+}  // namespace
+
+TEST_CASE("a checkpoint plugin state that counts more kept files than it holds is refused before any allocation",
+          "[checkpoint][state]") {
+    Saved saved;
+    for (const std::uint64_t count : {std::uint64_t{1} << 31, std::uint64_t{1} << 62, ~std::uint64_t{0}}) {
+        DYNAMIC_SECTION("count " << count) {
+            auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_checkpoint_state(saved.data()));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
+                                         "saved state: saved state is truncated: it lists " + std::to_string(count) +
+                                         " kept checkpoints in 8 bytes\n"));
+        }
+    }
+}
+
+namespace {
+
+std::vector<std::string> files_in(const fs::path& dir) {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+}
+
+// The checkpoint plugin's state keeping `path` alone, ranked below anything it saves next.
+StateBytes keeping(const fs::path& path) {
+    return std::move(StateBytes().put<std::uint64_t>(1).put(-1.0).put_string(path.string()).put<std::uint64_t>(2));
+}
+
+}  // namespace
+
+TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath to rank and delete", "[checkpoint][state]") {
+    Saved saved;
+    const auto data = saved.data();  // as saved: a resume that trains saves over it
+    const fs::path& dir = saved.dir().path();
+    const std::string error = "error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its saved state: ";
+    SECTION("a kept path that is no checkpoint file is refused, in dirpath or not") {
+        for (const fs::path& kept : {dir / "victim.txt", saved.ckpt() / "victim.txt", saved.ckpt() / ".safetensors",
+                                     saved.ckpt() / "last.safetensors" / ".."}) {
+            INFO(kept);
+            const auto victim = saved.dir().write("victim.txt", "precious\n");
+            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(error + "saved state keeps '" + kept.string() +
+                                         "', which is not a .safetensors checkpoint file\n"));
+            CHECK(fs::exists(victim));
+        }
+    }
+    SECTION("a checkpoint file outside dirpath is left alone, with a warning") {
+        fs::create_directory(dir / "elsewhere");
+        const auto precious = saved.dir().write("elsewhere/precious.safetensors", "precious\n");
+        for (const fs::path& kept : {precious, saved.ckpt() / ".." / "elsewhere" / "precious.safetensors"}) {
+            INFO(kept);
+            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            CHECK(run.exit_code == 0);
+            CHECK_THAT(run.err, Contains("checkpoint: the saved state keeps 1 checkpoint file(s) outside dirpath '" +
+                                         saved.ckpt().string() + "' (" + kept.string() +
+                                         "); they are left alone, neither ranked nor deleted\n"));
+            CHECK(fs::exists(precious));
+        }
+    }
+    SECTION("a file of dirpath spelt another way is still deleted once it drops out of the top k") {
+        REQUIRE(fs::exists(saved.ckpt() / "epoch=0-step=2.safetensors"));
+        auto run = saved.resume(keeping(saved.ckpt() / "sub" / ".." / "epoch=0-step=2.safetensors").as_checkpoint_state(data));
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, !Contains("outside dirpath"));
+        CHECK(files_in(saved.ckpt()) == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    }
+}
+
+TEST_CASE("a relative dirpath keeps its files across a resume from another working directory", "[checkpoint][state]") {
+    TempDir dir;
+    fs::create_directories(dir.path() / "a");
+    fs::create_directories(dir.path() / "b");
+    const auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"ck\"\nsave_last = true\n"));
+    const auto run_in = [&](const std::string& where, std::vector<std::string> arguments) {
+        arguments.insert(arguments.begin(), {"--config", config.string(), "--plugins=checkpoint"});
+        return test_support::run_trainhost(arguments, "cd '" + (dir.path() / where).string() + "'");
+    };
+    REQUIRE(run_in("a", {"--epochs", "1"}).exit_code == 0);
+    const std::string last = (dir.path() / "a" / "ck" / "last.safetensors").string();
+    // Its kept file, ck/epoch=0-step=2.safetensors, is in the dirpath there as well.
+    auto elsewhere = run_in("b", {"--resume", last});
+    CHECK(elsewhere.exit_code == 0);
+    CHECK_THAT(elsewhere.err, !Contains("outside dirpath"));
+    CHECK(files_in(dir.path() / "b" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    auto here = run_in("a", {"--resume", last});
+    CHECK(here.exit_code == 0);
+    CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+}
