@@ -113,6 +113,10 @@ public:
         // dirpath altogether, "../" climbs out of it).
         if (filename_.find('/') != std::string::npos)
             throw trainhost::sdk::OptionError("filename is a name inside dirpath and cannot hold '/': " + filename_);
+        // The top-k files would be last.safetensors itself: overwritten by save_last, and
+        // deleted when they drop out, taking what --resume last reads with them.
+        if (filename_ == "last")
+            throw trainhost::sdk::OptionError("filename 'last' is the name of last.safetensors (save_last, --resume last)");
         try {
             (void)expand_filename(filename_, insert_names_, 0, 0, [](const std::string&) { return 0.0; });
         } catch (const std::invalid_argument& e) {

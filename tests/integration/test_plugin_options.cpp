@@ -41,7 +41,9 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
               "filename is a name inside dirpath and cannot hold '/': ../{epoch}"},
              {"checkpoint", ck + "filename = \"sub/{epoch}\"",
               "filename is a name inside dirpath and cannot hold '/': sub/{epoch}"},
-             {"checkpoint", ck + "filename = \"\"", "dirpath and filename must not be empty"}}) {
+             {"checkpoint", ck + "filename = \"\"", "dirpath and filename must not be empty"},
+             {"checkpoint", ck + "filename = \"last\"",
+              "filename 'last' is the name of last.safetensors (save_last, --resume last)"}}) {
         INFO(options);
         auto config = dir.write("run.toml", tiny_config(2, "\n[plugins." + plugin + "]\n" + options + "\n"));
         auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
