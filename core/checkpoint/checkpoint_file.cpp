@@ -124,12 +124,12 @@ void require_regular_file(const fs::path& file, mode_t mode) {
                        : S_ISBLK(mode) ? "a block device"
                        : S_ISSOCK(mode) ? "a socket"
                                         : "a special file";
-    throw CheckpointError(fmt::format("{}: is {}, not a regular file", file.string(), kind));
+    throw CheckpointError(fmt::format("{}: is {}, not a checkpoint file", file.string(), kind));
 }
 
 class ReadOnlyFile {
 public:
-    explicit ReadOnlyFile(const fs::path& file) {
+    explicit ReadOnlyFile(const fs::path& file) : file_(file) {
         // A path that cannot be stat'ed is left to the open, which says why.
         if (struct stat info {}; ::stat(file.c_str(), &info) == 0) require_regular_file(file, info.st_mode);
         // O_NONBLOCK: a FIFO put in the file's place since the stat must not hang the open.
@@ -138,17 +138,21 @@ public:
         if (fd_.number < 0 || ::fstat(fd_.number, &info) != 0)
             throw CheckpointError(fmt::format("{}: cannot open checkpoint: {}", file.string(), std::strerror(errno)));
         require_regular_file(file, info.st_mode);
+        // Blocking again for the reads: some filesystems (FUSE) honour O_NONBLOCK on files.
+        if (const int flags = ::fcntl(fd_.number, F_GETFL); flags >= 0) ::fcntl(fd_.number, F_SETFL, flags & ~O_NONBLOCK);
         size_ = static_cast<std::uint64_t>(info.st_size);
     }
 
     [[nodiscard]] std::uint64_t size() const noexcept { return size_; }
-    // False when the file ends (or fails) before `size` bytes.
+    // False when the file ends before `size` bytes; a failed read throws with the system's reason.
     [[nodiscard]] bool read(void* out, std::size_t size) {
         auto* at = static_cast<char*>(out);
         while (size > 0) {
             const ssize_t got = ::read(fd_.number, at, size);
             if (got < 0 && errno == EINTR) continue;
-            if (got <= 0) return false;
+            if (got < 0)
+                throw CheckpointError(fmt::format("{}: cannot read checkpoint: {}", file_.string(), std::strerror(errno)));
+            if (got == 0) return false;
             at += got;
             size -= static_cast<std::size_t>(got);
         }
@@ -166,6 +170,7 @@ private:
             if (number >= 0) ::close(number);
         }
     } fd_;
+    fs::path file_;
     std::uint64_t size_ = 0;
 };
 
@@ -285,6 +290,9 @@ CheckpointData read_checkpoint(const fs::path& file) {
     const std::string computed = std::to_string(crc_of(payload));
     if (data.metadata["crc32"] != computed)
         throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));
+    for (const auto& [checked, key] : {std::pair{metadata_checked, "metadata_crc32"}, std::pair{header_checked, "header_crc32"}})
+        if (checked && !data.metadata.contains(key))
+            throw fail(fmt::format("format {} has no {} (corrupt or edited file)", format, key));
     if (metadata_checked) {
         const std::string computed_metadata = std::to_string(metadata_crc_of(data.metadata));
         if (data.metadata["metadata_crc32"] != computed_metadata)

@@ -95,7 +95,7 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
             const checkpoint::TensorEntry* t = data.find(prefix + suffix);
             if (t == nullptr)
                 throw ConfigError(fmt::format("{}: {}{} is missing, though the checkpoint holds optimizer state (a "
-                                              "damaged or edited file: {}'s would restart from zero)",
+                                              "damaged or edited file: {}'s moments would restart from zero)",
                                               file, prefix, suffix, p->name));
             // Empty only where this optimizer keeps no such buffer.
             if (t->dtype != "F32" || (t->bytes.size() != p->value.bytes() && (kept || !t->bytes.empty())))

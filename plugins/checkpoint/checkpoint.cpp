@@ -226,18 +226,28 @@ private:
     }
 
     // A path from the saved state, where top-k deletes it once it drops out: one that
-    // is no checkpoint file is refused, one directly in dirpath (compared lexically, so
-    // that a relative dirpath stays relative to the working directory, as when saved)
-    // comes back as save() spells it, one elsewhere as nothing.
+    // is no checkpoint file, or is last.safetensors, is refused; one directly in dirpath
+    // (however spelt: relative paths, as a relative dirpath, resolve against the working
+    // directory) comes back as save() spells it; one elsewhere as nothing.
     [[nodiscard]] std::optional<std::string> own_file(const std::string& saved) const {
         const std::filesystem::path path(saved);
         const std::string name = path.filename().string();
         const std::string suffix = ".safetensors";
         if (name.size() <= suffix.size() || !name.ends_with(suffix))
             throw std::runtime_error("saved state keeps '" + saved + "', which is not a .safetensors checkpoint file");
+        if (name == "last.safetensors")
+            throw std::runtime_error("saved state keeps '" + saved + "' as a top-k file: it is what save_last writes and "
+                                     "--resume last reads");
         const std::filesystem::path own = std::filesystem::path(dirpath_) / name;
-        if (path.lexically_normal() != own.lexically_normal()) return std::nullopt;
+        if (resolved(path) != resolved(own)) return std::nullopt;
         return own.string();
+    }
+
+    // One spelling for one place: links and relative parts resolved as far as the path exists.
+    [[nodiscard]] static std::filesystem::path resolved(const std::filesystem::path& path) {
+        std::error_code ec;
+        std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+        return ec ? std::filesystem::absolute(path, ec).lexically_normal() : canonical;
     }
 
     // What --resume last reads.

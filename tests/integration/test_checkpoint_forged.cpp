@@ -109,9 +109,9 @@ TEST_CASE("a checkpoint path that is not a regular file is refused before it is 
                                 "'; } </dev/null >/dev/null 2>&1 & :";
     for (const char* option : {"--resume", "--weights"}) {
         for (const auto& [path, message] : std::vector<std::pair<std::string, std::string>>{
-                 {fifo.string(), "is a FIFO, not a regular file"},
-                 {link.string(), "is a FIFO, not a regular file"},
-                 {"/dev/null", "is a character device, not a regular file"},
+                 {fifo.string(), "is a FIFO, not a checkpoint file"},
+                 {link.string(), "is a FIFO, not a checkpoint file"},
+                 {"/dev/null", "is a character device, not a checkpoint file"},
                  {dir.path().string(), "is a directory, not a checkpoint file"}}) {
             INFO(option << " " << path);
             auto run = test_support::run_trainhost({"--config", config, option, path}, unblock);
@@ -237,7 +237,7 @@ TEST_CASE("a checkpoint with optimizer state for some parameters but not for ano
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains(error + missing + " is missing, though the checkpoint holds optimizer state (a "
                                          "damaged or edited file: " + missing.substr(10, missing.rfind('/') - 10) +
-                                         "'s would restart from zero)\n"));
+                                         "'s moments would restart from zero)\n"));
         }
     }
     SECTION("without any, though saved after 2 steps") {
@@ -380,6 +380,13 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
             CHECK(fs::exists(victim));
         }
     }
+    SECTION("last.safetensors as a kept file is refused: top-k would delete what --resume last reads") {
+        const fs::path kept = saved.ckpt() / "last.safetensors";
+        auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(error + "saved state keeps '" + kept.string() +
+                                     "' as a top-k file: it is what save_last writes and --resume last reads\n"));
+    }
     SECTION("a checkpoint file outside dirpath is left alone, with a warning") {
         fs::create_directory(dir / "elsewhere");
         const auto precious = saved.dir().write("elsewhere/precious.safetensors", "precious\n");
@@ -421,4 +428,13 @@ TEST_CASE("a relative dirpath keeps its files across a resume from another worki
     auto here = run_in("a", {"--resume", last});
     CHECK(here.exit_code == 0);
     CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    // The same directory spelt absolutely: its files are still this run's to rank and delete.
+    const auto absolute = dir.write("absolute.toml", tiny_config(3, "\n[plugins.checkpoint]\ndirpath = \"" +
+                                                                     (dir.path() / "a" / "ck").string() +
+                                                                     "\"\nsave_last = true\n"));
+    auto spelt = test_support::run_trainhost({"--config", absolute.string(), "--plugins=checkpoint", "--resume", last},
+                                             "cd '" + (dir.path() / "a").string() + "'");
+    CHECK(spelt.exit_code == 0);
+    CHECK_THAT(spelt.err, !Contains("outside dirpath"));
+    CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=2-step=6.safetensors", "last.safetensors"});
 }
