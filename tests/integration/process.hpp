@@ -44,6 +44,7 @@ private:
 
 [[nodiscard]] std::string read_file(const std::filesystem::path& file);
 [[nodiscard]] std::vector<std::string> lines_of(const std::string& text);
+[[nodiscard]] std::vector<std::string> files_in(const std::filesystem::path& dir);  // names, sorted
 [[nodiscard]] std::string test_plugin(const std::string& name);  // path of a tests/plugins .so
 
 // A tiny synthetic run (2 training batches, 1 validation batch per epoch) plus `extra` TOML.

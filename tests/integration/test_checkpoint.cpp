@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using test_support::files_in;
 using test_support::RunResult;
 using test_support::TempDir;
 using test_support::tiny_config;
@@ -28,13 +29,6 @@ std::string dropout_config(int epochs, const std::string& extra) {
 
 std::string checkpoint_table(const fs::path& dir, const std::string& more = "") {
     return "\n[plugins.checkpoint]\ndirpath = \"" + dir.string() + "\"\nsave_last = true\n" + more;
-}
-
-std::vector<std::string> files_in(const fs::path& dir) {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
 }
 
 void check_same_tensors(const fs::path& a, const fs::path& b, const std::string& prefix) {

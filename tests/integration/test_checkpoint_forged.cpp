@@ -11,6 +11,7 @@
 #include <zlib.h>
 
 using Catch::Matchers::Contains;
+using test_support::files_in;
 using test_support::RunResult;
 using test_support::TempDir;
 using test_support::tiny_config;
@@ -348,13 +349,6 @@ TEST_CASE("a checkpoint plugin state that counts more kept files than it holds i
 }
 
 namespace {
-
-std::vector<std::string> files_in(const fs::path& dir) {
-    std::vector<std::string> names;
-    for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename().string());
-    std::sort(names.begin(), names.end());
-    return names;
-}
 
 // The checkpoint plugin's state keeping `path` alone, ranked below anything it saves next.
 StateBytes keeping(const fs::path& path) {

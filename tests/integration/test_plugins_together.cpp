@@ -76,10 +76,7 @@ TEST_CASE("checkpoint keeps its best-k bookkeeping across a resume, and mode max
         REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint", "--epochs", "4", "--resume", "last"})
                     .exit_code == 0);
         // Had the resumed run forgotten its best, the epoch-1 file would still be there beside epoch 3's.
-        std::vector<std::string> names;
-        for (const auto& entry : fs::directory_iterator(ckpt)) names.push_back(entry.path().filename().string());
-        std::sort(names.begin(), names.end());
-        CHECK(names == std::vector<std::string>{"epoch=3-step=8.safetensors", "last.safetensors"});
+        CHECK(test_support::files_in(ckpt) == std::vector<std::string>{"epoch=3-step=8.safetensors", "last.safetensors"});
     }
     SECTION("mode max") {
         auto config = dir.write("max.toml", tiny_config(3, "\n[plugins.checkpoint]\ndirpath = \"" + ckpt.string() +
