@@ -5,6 +5,7 @@
 
 #include <cstring>
 #include <fmt/format.h>
+#include <memory>
 #include <new>
 
 namespace trainhost::device {
@@ -168,21 +169,16 @@ void* CudaDevice::create_object(th_resource_kind kind) {
                    : event;
     }
     case TH_RESOURCE_BLAS_HANDLE: {
-        auto* context = new (std::nothrow) CudaBlasContext();
-        if (context == nullptr) return nullptr;
-        try {
-            if (out_of_memory(cublasCreate(&context->handle), name_, "cublasCreate") ||
-                out_of_memory(cudaMalloc(&context->workspace, kBlasWorkspaceBytes), name_, "cudaMalloc (cuBLAS workspace)") ||
-                out_of_memory(cublasSetWorkspace(context->handle, context->workspace, kBlasWorkspaceBytes), name_,
-                              "cublasSetWorkspace")) {
-                destroy_object(kind, context);
-                return nullptr;
-            }
-        } catch (...) {
-            destroy_object(kind, context);
-            throw;
-        }
-        return context;
+        // Given back whole, handle and workspace, on either way out that is not success.
+        const auto give_back = [this, kind](CudaBlasContext* partial) { destroy_object(kind, partial); };
+        std::unique_ptr<CudaBlasContext, decltype(give_back)> context(new (std::nothrow) CudaBlasContext(), give_back);
+        if (context == nullptr ||
+            out_of_memory(cublasCreate(&context->handle), name_, "cublasCreate") ||
+            out_of_memory(cudaMalloc(&context->workspace, kBlasWorkspaceBytes), name_, "cudaMalloc (cuBLAS workspace)") ||
+            out_of_memory(cublasSetWorkspace(context->handle, context->workspace, kBlasWorkspaceBytes), name_,
+                          "cublasSetWorkspace"))
+            return nullptr;
+        return context.release();
     }
     case TH_RESOURCE_DNN_HANDLE: {
         cudnnHandle_t handle = nullptr;
