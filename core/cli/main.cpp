@@ -89,6 +89,19 @@ std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<
     return files;
 }
 
+// The file a --resume or --weights value names, "last" resolved as the run will
+// resolve it. A config that does not load fails the run later, on its own; "last"
+// then means the default directory's file.
+std::string checkpoint_input(const std::string& value, const std::string& config_file) {
+    if (value != "last") return value;
+    config::RunConfig config;
+    try {
+        config = config::load_run_config(config_file);
+    } catch (const std::exception&) {
+    }
+    return lifecycle::last_checkpoint_file(config).string();
+}
+
 int list_plugins() {
     namespace fs = std::filesystem;
     for (const fs::path& dir : plugin::plugin_search_path()) {
@@ -284,7 +297,9 @@ int run_command(int argc, char** argv) {
             return kExitUsage;
         }
         auto inputs = plugin_files(split_list(args.plugins));
-        inputs.insert(inputs.end(), {{"--config", args.config}, {"--resume", args.resume}, {"--weights", args.weights}});
+        inputs.insert(inputs.end(), {{"--config", args.config},
+                                     {"--resume", checkpoint_input(args.resume, args.config)},
+                                     {"--weights", checkpoint_input(args.weights, args.config)}});
         prepare_output_file("--report", args.report, inputs);
         return train(args);
     } catch (const ConfigError& e) {

@@ -36,6 +36,11 @@ struct SessionOptions {
     std::string weights;  // a checkpoint path, "last", or empty: start every fit from its parameters
 };
 
+// What `--resume last` and `--weights last` name: <checkpoint dirpath>/last.safetensors,
+// as the checkpoint plugin writes it ("checkpoints" without a [plugins.checkpoint]
+// dirpath). Whether it exists is not checked.
+[[nodiscard]] std::filesystem::path last_checkpoint_file(const config::RunConfig& config);
+
 // Device memory held by one owner at a moment.
 struct OwnerBytes {
     std::string owner;

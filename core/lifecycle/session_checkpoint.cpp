@@ -202,14 +202,17 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     }
 }
 
-// "last" is <checkpoint dirpath>/last.safetensors, as the checkpoint plugin writes it.
+std::filesystem::path last_checkpoint_file(const config::RunConfig& config) {
+    std::filesystem::path dir = "checkpoints";
+    auto table = config.plugin_tables.find("checkpoint");
+    if (table != config.plugin_tables.end())
+        if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
+    return dir / "last.safetensors";
+}
+
 std::filesystem::path Session::checkpoint_path(std::string_view option, const std::string& value) const {
     if (value != "last") return value;
-    std::filesystem::path dir = "checkpoints";
-    auto table = options_.config.plugin_tables.find("checkpoint");
-    if (table != options_.config.plugin_tables.end())
-        if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
-    std::filesystem::path file = dir / "last.safetensors";
+    std::filesystem::path file = last_checkpoint_file(options_.config);
     if (!std::filesystem::exists(file))
         throw ConfigError(fmt::format("{} last: there is no {} (the checkpoint plugin writes it with save_last = true "
                                       "or save_on_interrupt = true)",

@@ -489,6 +489,20 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         CHECK(run.err == "error: --report " + plugin + ": is the plugin file\n");
         CHECK(std::filesystem::exists(plugin));
     }
+    SECTION("the checkpoint that --resume last or --weights last reads, in the checkpoint plugin's dirpath") {
+        const auto kept = dir.path() / "kept";
+        std::filesystem::create_directory(kept);
+        const auto last = dir.write("kept/last.safetensors", "not read: refused before");
+        const auto with_dirpath =
+            dir.write("ck.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"" + kept.string() + "\"\n")).string();
+        for (const char* option : {"--resume", "--weights"}) {
+            INFO(option);
+            auto run = run_trainhost({"--config", with_dirpath, option, "last", "--report", last.string()});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --report " + last.string() + ": is the " + option + " file\n");
+            CHECK(std::filesystem::exists(last));
+        }
+    }
     SECTION("an empty path, which would silently mean none") {
         for (const char* option : {"--report", "--resume", "--weights"}) {
             auto run = run_trainhost({"--config", config, option, ""});
