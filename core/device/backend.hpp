@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cpu/conv.hpp"
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/optimizers.hpp"
 
 #include <cstddef>
@@ -14,7 +15,7 @@
 
 namespace trainhost::device {
 
-enum class Activation { relu, sigmoid, tanh };
+using Activation = kernels::cpu::Activation;
 enum class LossKind { cross_entropy, bce_with_logits, mse };
 
 using SgdHyper = kernels::cpu::SgdHyper;
@@ -50,8 +51,17 @@ public:
     virtual void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) = 0;
     virtual void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) = 0;
     virtual void activation_forward(Activation kind, const float* x, float* y, std::size_t n) = 0;
-    // From the forward OUTPUT y.
-    virtual void activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) = 0;
+    // x and y are the forward pass's input and output; each backend reads what its
+    // library needs (the CPU only y, cuDNN both).
+    virtual void activation_backward(Activation kind, const float* x, const float* y, const float* dy, float* dx,
+                                     std::size_t n) = 0;
+    // A dense layer's bias and activation in one pass, in place: y = act(y + bias)
+    // over a rows x cols matrix. Backward: dz = the activation's backward pass from
+    // the output y, dbias = column sums of dz; dz may be dy.
+    virtual void bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows,
+                                         std::size_t cols) = 0;
+    virtual void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                                          std::size_t rows, std::size_t cols) = 0;
     virtual void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) = 0;
     virtual void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) = 0;
     // Mean loss over the batch; gradient of that mean into `grad` (nullable).
@@ -68,14 +78,20 @@ public:
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
 
     // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
-    // floats; a layer sizes it once for its largest batch and passes it whole.
+    // floats; a layer sizes it once for its largest batch and passes it whole, and
+    // likewise its pooling indices.
     [[nodiscard]] virtual std::size_t conv_workspace(const ConvShape& s) const = 0;
     virtual void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
                                 Workspace workspace) = 0;
     virtual void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
                                  float* dweight, float* dbias, float* dx, Workspace workspace) = 0;
-    virtual void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) = 0;
-    virtual void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) = 0;
+    // Pooling's backward pass has what each library needs: the forward input and
+    // output (cuDNN) and `indices`, pool_indices(s) entries the forward pass wrote
+    // (the CPU's argmax; none on the GPU, where `indices` may be null).
+    [[nodiscard]] virtual std::size_t pool_indices(const PoolShape& s) const = 0;
+    virtual void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* indices) = 0;
+    virtual void max_pool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                                     const std::int32_t* indices, float* dx) = 0;
 
     // Pruning support: x *= mask; mask = 0 where |x| <= threshold (others kept);
     // the k-th smallest |x| (1-based) over the entries each span's mask keeps.

@@ -21,8 +21,8 @@ Tensor uniform_tensor(const LayerContext& context, std::vector<std::size_t> shap
 }  // namespace
 
 Dense::Dense(LayerContext context, std::size_t in, std::size_t out, ParamId first_id, const std::string& name,
-             data::Rng& rng)
-    : Layer(context.backend), in_(in), out_(out) {
+             data::Rng& rng, std::optional<device::Activation> activation)
+    : Layer(context.backend), in_(in), out_(out), activation_(activation) {
     const float bound = 1.0f / std::sqrt(static_cast<float>(in));
     params_.push_back(Parameter{first_id, name + ".weight",
                                 uniform_tensor(context, {out, in}, bound, rng, name + ".weight"),
@@ -35,14 +35,20 @@ Dense::Dense(LayerContext context, std::size_t in, std::size_t out, ParamId firs
 void Dense::forward(const float* x, float* y, std::size_t rows, bool) {
     const int m = static_cast<int>(rows), n = static_cast<int>(out_), k = static_cast<int>(in_);
     backend_->gemm(false, true, m, n, k, 1.0f, x, k, params_[0].value.data(), k, 0.0f, y, n);
-    backend_->add_row_bias(y, params_[1].value.data(), rows, out_);
+    if (activation_)
+        backend_->bias_activation_forward(*activation_, y, params_[1].value.data(), rows, out_);
+    else
+        backend_->add_row_bias(y, params_[1].value.data(), rows, out_);
 }
 
-void Dense::backward(const float* x, const float*, const float* dy, float* dx, std::size_t rows) {
+void Dense::backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) {
     const int m = static_cast<int>(rows), n = static_cast<int>(out_), k = static_cast<int>(in_);
-    // dW = dy^T x, db = column sums of dy, dx = dy W.
+    // dz = dy through the activation (in place), db = column sums of dz, dW = dz^T x, dx = dz W.
+    if (activation_)
+        backend_->bias_activation_backward(*activation_, y, dy, dy, params_[1].grad.data(), rows, out_);
+    else
+        backend_->bias_gradient(dy, params_[1].grad.data(), rows, out_);
     backend_->gemm(true, false, n, k, m, 1.0f, dy, n, x, k, 0.0f, params_[0].grad.data(), k);
-    backend_->bias_gradient(dy, params_[1].grad.data(), rows, out_);
     if (dx != nullptr) backend_->gemm(false, false, m, k, n, 1.0f, dy, n, params_[0].value.data(), k, 0.0f, dx, k);
 }
 
@@ -50,13 +56,13 @@ void ActivationLayer::forward(const float* x, float* y, std::size_t rows, bool) 
     backend_->activation_forward(kind_, x, y, rows * width_);
 }
 
-void ActivationLayer::backward(const float*, const float* y, const float* dy, float* dx, std::size_t rows) {
-    if (dx != nullptr) backend_->activation_backward(kind_, y, dy, dx, rows * width_);
+void ActivationLayer::backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) {
+    if (dx != nullptr) backend_->activation_backward(kind_, x, y, dy, dx, rows * width_);
 }
 
 void Flatten::forward(const float* x, float* y, std::size_t rows, bool) { backend_->copy(x, y, rows * width_); }
 
-void Flatten::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
+void Flatten::backward(const float*, const float*, float* dy, float* dx, std::size_t rows) {
     if (dx != nullptr) backend_->copy(dy, dx, rows * width_);
 }
 
@@ -84,7 +90,7 @@ void Dropout::forward(const float* x, float* y, std::size_t rows, bool training)
     backend_->dropout_forward(x, keep_.as<std::uint8_t>(), y, n, rate_);
 }
 
-void Dropout::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
+void Dropout::backward(const float*, const float*, float* dy, float* dx, std::size_t rows) {
     if (dx == nullptr) return;
     if (rate_ == 0.0f) {
         backend_->copy(dy, dx, rows * width_);
@@ -130,7 +136,7 @@ void Conv2d::forward(const float* x, float* y, std::size_t rows, bool) {
                              workspace_.as_workspace());
 }
 
-void Conv2d::backward(const float* x, const float*, const float* dy, float* dx, std::size_t rows) {
+void Conv2d::backward(const float* x, const float*, float* dy, float* dx, std::size_t rows) {
     backend_->conv2d_backward(with_rows(rows), x, params_[0].value.data(), dy, params_[0].grad.data(),
                               params_[1].grad.data(), dx, workspace_.as_workspace());
 }
@@ -141,11 +147,14 @@ void Conv2d::move_to(device::DeviceIndex target, device::Backend& backend) {
 }
 
 MaxPool2d::MaxPool2d(LayerContext context, device::PoolShape shape)
-    : Layer(context.backend), shape_(shape),
-      argmax_(context.ledger,
-              context.max_rows * static_cast<std::size_t>(shape.channels) * shape.out_height() * shape.out_width() *
-                  sizeof(std::int32_t),
-              TH_SCOPE_FIT, "max_pool2d.argmax", context.device) {}
+    : Layer(context.backend), ledger_(context.ledger), max_rows_(context.max_rows), shape_(shape),
+      indices_(make_indices(context.backend, context.device)) {}
+
+Buffer MaxPool2d::make_indices(device::Backend& backend, device::DeviceIndex device) const {
+    const std::size_t count = backend.pool_indices(with_rows(max_rows_));
+    if (count == 0) return {};
+    return Buffer(ledger_, count * sizeof(std::int32_t), TH_SCOPE_FIT, "max_pool2d.indices", device);
+}
 
 std::size_t MaxPool2d::output_width() const noexcept {
     return static_cast<std::size_t>(shape_.channels) * shape_.out_height() * shape_.out_width();
@@ -158,15 +167,16 @@ device::PoolShape MaxPool2d::with_rows(std::size_t rows) const noexcept {
 }
 
 void MaxPool2d::forward(const float* x, float* y, std::size_t rows, bool) {
-    backend_->max_pool2d_forward(with_rows(rows), x, y, argmax_.as<std::int32_t>());
+    backend_->max_pool2d_forward(with_rows(rows), x, y, indices_.as<std::int32_t>());
 }
 
-void MaxPool2d::backward(const float*, const float*, const float* dy, float* dx, std::size_t rows) {
-    if (dx != nullptr) backend_->max_pool2d_backward(with_rows(rows), dy, argmax_.as<std::int32_t>(), dx);
+void MaxPool2d::backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) {
+    if (dx != nullptr) backend_->max_pool2d_backward(with_rows(rows), x, y, dy, indices_.as<std::int32_t>(), dx);
 }
 
+// The indices only live from a forward pass to its backward pass: nothing to copy.
 void MaxPool2d::move_to(device::DeviceIndex target, device::Backend& backend) {
-    argmax_.move_to(target);
+    indices_ = make_indices(backend, target);
     Layer::move_to(target, backend);
 }
 

@@ -6,6 +6,7 @@
 #include "nn/tensor.hpp"
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -24,8 +25,9 @@ public:
 
     [[nodiscard]] virtual std::size_t output_width() const noexcept = 0;
     virtual void forward(const float* x, float* y, std::size_t rows, bool training) = 0;
-    // dx may be null for the first layer, whose input needs no gradient.
-    virtual void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) = 0;
+    // dx may be null for the first layer, whose input needs no gradient. dy is the
+    // layer's to use up: nothing reads it afterwards, so a layer may overwrite it.
+    virtual void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) = 0;
     [[nodiscard]] virtual std::span<Parameter> parameters() noexcept { return {}; }
     // The layer's own random generator, if it draws (dropout); saved in checkpoints.
     [[nodiscard]] virtual data::Rng* rng() noexcept { return nullptr; }
@@ -52,19 +54,23 @@ struct LayerContext {
 };
 
 // y = x W^T + b with W of shape [out, in], as torch.nn.Linear; initialised as
-// PyTorch does, uniform in +-1/sqrt(in) for weight and bias.
+// PyTorch does, uniform in +-1/sqrt(in) for weight and bias. With an activation,
+// y = act(x W^T + b): the activation layer that follows a dense one in the config
+// runs fused into its bias pass, forward and backward, which saves two passes
+// over the output and its buffers; the values are those of the two layers.
 class Dense final : public Layer {
 public:
     Dense(LayerContext context, std::size_t in, std::size_t out, ParamId first_id, const std::string& name,
-          data::Rng& rng);
+          data::Rng& rng, std::optional<device::Activation> activation = std::nullopt);
     [[nodiscard]] std::size_t output_width() const noexcept override { return out_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
     [[nodiscard]] std::span<Parameter> parameters() noexcept override { return params_; }
 
 private:
     std::size_t in_;
     std::size_t out_;
+    std::optional<device::Activation> activation_;
     std::vector<Parameter> params_;  // weight, bias
 };
 
@@ -74,7 +80,7 @@ public:
         : Layer(backend), kind_(kind), width_(width) {}
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
 
 private:
     device::Activation kind_;
@@ -87,7 +93,7 @@ public:
     Flatten(device::Backend& backend, std::size_t width) : Layer(backend), width_(width) {}
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
 
 private:
     std::size_t width_;
@@ -101,7 +107,7 @@ public:
     ~Dropout() override;
     [[nodiscard]] std::size_t output_width() const noexcept override { return width_; }
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
     void move_to(device::DeviceIndex target, device::Backend& backend) override;
     [[nodiscard]] data::Rng* rng() noexcept override { return rng_.get(); }
 
@@ -120,7 +126,7 @@ public:
     Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name, data::Rng& rng);
     [[nodiscard]] std::size_t output_width() const noexcept override;
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
     [[nodiscard]] std::span<Parameter> parameters() noexcept override { return params_; }
     void move_to(device::DeviceIndex target, device::Backend& backend) override;
 
@@ -136,18 +142,23 @@ private:
     Tensor workspace_;
 };
 
+// Keeps what its backend's backward pass needs beside the input and output: the
+// CPU's argmax indices (none on the GPU), sized by the backend for the largest batch.
 class MaxPool2d final : public Layer {
 public:
     MaxPool2d(LayerContext context, device::PoolShape shape);
     [[nodiscard]] std::size_t output_width() const noexcept override;
     void forward(const float* x, float* y, std::size_t rows, bool training) override;
-    void backward(const float* x, const float* y, const float* dy, float* dx, std::size_t rows) override;
+    void backward(const float* x, const float* y, float* dy, float* dx, std::size_t rows) override;
     void move_to(device::DeviceIndex target, device::Backend& backend) override;
 
 private:
     [[nodiscard]] device::PoolShape with_rows(std::size_t rows) const noexcept;
+    [[nodiscard]] Buffer make_indices(device::Backend& backend, device::DeviceIndex device) const;
+    resources::Ledger& ledger_;
+    std::size_t max_rows_;
     device::PoolShape shape_;
-    Buffer argmax_;
+    Buffer indices_;
 };
 
 }  // namespace trainhost::nn

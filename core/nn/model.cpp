@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <optional>
+
 namespace trainhost::nn {
 
 device::LossKind loss_kind(const std::string& name) {
@@ -13,6 +15,17 @@ device::LossKind loss_kind(const std::string& name) {
     if (name == "mse") return device::LossKind::mse;
     throw ConfigError(fmt::format("unknown loss '{}'", name));
 }
+
+namespace {
+
+std::optional<device::Activation> activation_kind(const std::string& layer_type) {
+    if (layer_type == "relu") return device::Activation::relu;
+    if (layer_type == "sigmoid") return device::Activation::sigmoid;
+    if (layer_type == "tanh") return device::Activation::tanh;
+    return std::nullopt;
+}
+
+}  // namespace
 
 Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& input_shape, std::size_t output_width,
              LayerContext context, std::uint64_t seed)
@@ -29,11 +42,16 @@ Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& inpu
     std::size_t param_layer = 0;  // two ParamIds per layer with parameters, stable for the same spec
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         const config::LayerSpec& layer = spec.layers[i];
+        spec_index_.push_back(i);
         if (layer.type == "dense") {
+            // An activation right after a dense layer runs inside it (see Dense).
+            const std::optional<device::Activation> fused =
+                i + 1 < spec.layers.size() ? activation_kind(spec.layers[i + 1].type) : std::nullopt;
             layers_.push_back(std::make_unique<Dense>(context, width, layer.units, ParamId{2 * param_layer},
-                                                      fmt::format("dense{}", param_layer), init_rng));
+                                                      fmt::format("dense{}", param_layer), init_rng, fused));
             ++param_layer;
             shape = {layer.units};
+            if (fused) ++i;
         } else if (layer.type == "conv2d" || layer.type == "max_pool2d") {
             if (shape.size() != 3)
                 throw ConfigError(fmt::format("[model] layer {} ({}) needs samples shaped [channels, height, width], "
@@ -57,12 +75,8 @@ Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& inpu
                 layers_.push_back(std::make_unique<MaxPool2d>(context, s));
                 shape = {shape[0], static_cast<std::size_t>(s.out_height()), static_cast<std::size_t>(s.out_width())};
             }
-        } else if (layer.type == "relu") {
-            layers_.push_back(std::make_unique<ActivationLayer>(context.backend, device::Activation::relu, width));
-        } else if (layer.type == "sigmoid") {
-            layers_.push_back(std::make_unique<ActivationLayer>(context.backend, device::Activation::sigmoid, width));
-        } else if (layer.type == "tanh") {
-            layers_.push_back(std::make_unique<ActivationLayer>(context.backend, device::Activation::tanh, width));
+        } else if (const std::optional<device::Activation> kind = activation_kind(layer.type)) {
+            layers_.push_back(std::make_unique<ActivationLayer>(context.backend, *kind, width));
         } else if (layer.type == "flatten") {
             layers_.push_back(std::make_unique<Flatten>(context.backend, width));
             shape = {width};
@@ -111,7 +125,7 @@ void Model::backward(std::size_t rows) {
 std::vector<std::pair<std::string, data::Rng*>> Model::generators() const {
     std::vector<std::pair<std::string, data::Rng*>> found;
     for (std::size_t i = 0; i < layers_.size(); ++i)
-        if (data::Rng* rng = layers_[i]->rng()) found.emplace_back(fmt::format("layer{}", i), rng);
+        if (data::Rng* rng = layers_[i]->rng()) found.emplace_back(fmt::format("layer{}", spec_index_[i]), rng);
     return found;
 }
 

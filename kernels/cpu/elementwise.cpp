@@ -80,50 +80,100 @@ void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t 
     }
 }
 
-void relu_forward(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        // NaN passes through (as in PyTorch) so divergence stays visible downstream.
-        y[i] = (x[i] > 0.0f || std::isnan(x[i])) ? x[i] : 0.0f;
+namespace {
+
+// One value of each activation and of its derivative from the output: the array
+// functions and the fused bias passes share these, so they agree bit for bit.
+float relu_value(float x) {
+    // NaN passes through (as in PyTorch) so divergence stays visible downstream.
+    return (x > 0.0f || std::isnan(x)) ? x : 0.0f;
+}
+
+float relu_gradient(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+
+float sigmoid_value(float x) {
+    // Evaluate in double and round once. exp is only ever taken of a
+    // non-positive argument, so it cannot overflow for large |x|.
+    const double v = static_cast<double>(x);
+    if (v >= 0.0) return static_cast<float>(1.0 / (1.0 + std::exp(-v)));
+    const double e = std::exp(v);
+    return static_cast<float>(e / (1.0 + e));
+}
+
+float sigmoid_gradient(float y, float dy) {
+    const double s = static_cast<double>(y);
+    return static_cast<float>(static_cast<double>(dy) * s * (1.0 - s));
+}
+
+float tanh_value(float x) { return static_cast<float>(std::tanh(static_cast<double>(x))); }
+
+float tanh_gradient(float y, float dy) {
+    const double t = static_cast<double>(y);
+    return static_cast<float>(static_cast<double>(dy) * (1.0 - t * t));
+}
+
+template <float (*Value)(float)>
+void map_values(const float* x, float* y, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) y[i] = Value(x[i]);
+}
+
+template <float (*Gradient)(float, float)>
+void map_gradients(const float* y, const float* dy, float* dx, std::size_t n) {
+    for (std::size_t i = 0; i < n; ++i) dx[i] = Gradient(y[i], dy[i]);
+}
+
+template <float (*Value)(float)>
+void add_bias_then(float* y, const float* bias, std::size_t rows, std::size_t cols) {
+    for (std::size_t r = 0; r < rows; ++r) {
+        float* row = y + r * cols;
+        for (std::size_t c = 0; c < cols; ++c) row[c] = Value(row[c] + bias[c]);
     }
 }
 
-void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
-    }
-}
-
-void sigmoid_forward(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        // Evaluate in double and round once. exp is only ever taken of a
-        // non-positive argument, so it cannot overflow for large |x|.
-        const double v = static_cast<double>(x[i]);
-        if (v >= 0.0) {
-            y[i] = static_cast<float>(1.0 / (1.0 + std::exp(-v)));
-        } else {
-            const double e = std::exp(v);
-            y[i] = static_cast<float>(e / (1.0 + e));
+// Column sums in double, rows in order, as bias_gradient does.
+template <float (*Gradient)(float, float)>
+void gradient_then_column_sums(const float* y, const float* dy, float* dz, float* dbias, std::size_t rows,
+                               std::size_t cols) {
+    std::vector<double> column_sums(cols, 0.0);
+    for (std::size_t r = 0; r < rows; ++r) {
+        const std::size_t row = r * cols;
+        for (std::size_t c = 0; c < cols; ++c) {
+            dz[row + c] = Gradient(y[row + c], dy[row + c]);
+            column_sums[c] += static_cast<double>(dz[row + c]);
         }
     }
+    for (std::size_t c = 0; c < cols; ++c) dbias[c] = static_cast<float>(column_sums[c]);
 }
 
+}  // namespace
+
+void relu_forward(const float* x, float* y, std::size_t n) { map_values<relu_value>(x, y, n); }
+void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
+    map_gradients<relu_gradient>(y, dy, dx, n);
+}
+void sigmoid_forward(const float* x, float* y, std::size_t n) { map_values<sigmoid_value>(x, y, n); }
 void sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        const double s = static_cast<double>(y[i]);
-        dx[i] = static_cast<float>(static_cast<double>(dy[i]) * s * (1.0 - s));
-    }
+    map_gradients<sigmoid_gradient>(y, dy, dx, n);
 }
-
-void tanh_forward(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        y[i] = static_cast<float>(std::tanh(static_cast<double>(x[i])));
-    }
-}
-
+void tanh_forward(const float* x, float* y, std::size_t n) { map_values<tanh_value>(x, y, n); }
 void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = 0; i < n; ++i) {
-        const double t = static_cast<double>(y[i]);
-        dx[i] = static_cast<float>(static_cast<double>(dy[i]) * (1.0 - t * t));
+    map_gradients<tanh_gradient>(y, dy, dx, n);
+}
+
+void bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows, std::size_t cols) {
+    switch (kind) {
+    case Activation::relu: add_bias_then<relu_value>(y, bias, rows, cols); return;
+    case Activation::sigmoid: add_bias_then<sigmoid_value>(y, bias, rows, cols); return;
+    case Activation::tanh: add_bias_then<tanh_value>(y, bias, rows, cols); return;
+    }
+}
+
+void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                              std::size_t rows, std::size_t cols) {
+    switch (kind) {
+    case Activation::relu: gradient_then_column_sums<relu_gradient>(y, dy, dz, dbias, rows, cols); return;
+    case Activation::sigmoid: gradient_then_column_sums<sigmoid_gradient>(y, dy, dz, dbias, rows, cols); return;
+    case Activation::tanh: gradient_then_column_sums<tanh_gradient>(y, dy, dz, dbias, rows, cols); return;
     }
 }
 

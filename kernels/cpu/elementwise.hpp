@@ -26,6 +26,8 @@ void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t col
 // dbias[c] = sum over r of dy[r][c]; overwrites dbias (does not accumulate).
 void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols);
 
+enum class Activation { relu, sigmoid, tanh };
+
 // Activations. Backward passes take the forward OUTPUT y, not the input, so
 // callers only need to keep one buffer alive between forward and backward.
 void relu_forward(const float* x, float* y, std::size_t n);
@@ -37,6 +39,16 @@ void sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t n)
 void tanh_forward(const float* x, float* y, std::size_t n);
 // dx = dy * (1 - y^2)
 void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n);
+
+// A dense layer's bias and activation in one pass over y, in place:
+// y[r][c] = act(y[r][c] + bias[c]). The same values, bit for bit, as
+// add_row_bias followed by the activation's forward pass.
+void bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows, std::size_t cols);
+// Its backward pass in one pass over dy: dz = the activation's backward pass from
+// the output y, and dbias[c] = sum over r of dz[r][c]. The same values, bit for
+// bit, as the activation's backward pass followed by bias_gradient. dz may be dy.
+void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                              std::size_t rows, std::size_t cols);
 
 // Inverted dropout with a mask drawn by the caller (keeps RNG policy out of
 // the kernels and lets CPU and CUDA runs share one mask).

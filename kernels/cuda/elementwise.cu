@@ -45,22 +45,62 @@ __global__ void add_row_bias_kernel(float* y, const float* bias, std::size_t tot
     }
 }
 
-// bias_gradient: each block owns kBiasCols consecutive columns (threadIdx.x,
-// so every warp reads 32 consecutive floats of one row) and all the rows:
-// row lane threadIdx.y sums rows y, y + kBiasLanes, ... in order, in double,
-// then the lanes are combined by a fixed-shape tree in shared memory. The
-// order of every addition depends only on (rows, cols), never on scheduling,
-// so results are reproducible run to run.
+// One value of each activation and of its derivative from the output, with the
+// CPU's arithmetic (kernels/cpu/elementwise.cpp).
+struct Relu {
+    __device__ static float value(float v) { return (v > 0.0f || isnan(v)) ? v : 0.0f; }  // NaN passes through
+    __device__ static float gradient(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+};
+
+struct Sigmoid {
+    __device__ static float value(float x) {
+        const double v = static_cast<double>(x);
+        if (v >= 0.0) return static_cast<float>(1.0 / (1.0 + exp(-v)));
+        const double e = exp(v);
+        return static_cast<float>(e / (1.0 + e));
+    }
+    __device__ static float gradient(float y, float dy) {
+        const double s = static_cast<double>(y);
+        return static_cast<float>(__dmul_rn(__dmul_rn(static_cast<double>(dy), s), 1.0 - s));
+    }
+};
+
+struct Tanh {
+    __device__ static float value(float x) { return static_cast<float>(tanh(static_cast<double>(x))); }
+    __device__ static float gradient(float y, float dy) {
+        const double t = static_cast<double>(y);
+        return static_cast<float>(__dmul_rn(static_cast<double>(dy), __dsub_rn(1.0, __dmul_rn(t, t))));
+    }
+};
+
+// The column sum of dz alone (bias_gradient), or of dz = the activation's
+// gradient, written as it goes (bias_activation_backward).
+struct NoActivation {
+    __device__ static float gradient(float, float dy) { return dy; }
+};
+
+// Column sums: each block owns kBiasCols consecutive columns (threadIdx.x, so
+// every warp reads 32 consecutive floats of one row) and all the rows: row lane
+// threadIdx.y sums rows y, y + kBiasLanes, ... in order, in double, then the
+// lanes are combined by a fixed-shape tree in shared memory. The order of every
+// addition depends only on (rows, cols), never on scheduling, so results are
+// reproducible run to run.
 constexpr int kBiasCols = 32;
 constexpr int kBiasLanes = 16;  // power of two, for the tree
 
-__global__ void bias_gradient_kernel(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+// dz null: only the sums (dz is dy itself).
+template <typename Act>
+__global__ void column_sums_kernel(const float* y, const float* dy, float* dz, float* dbias, std::size_t rows,
+                                   std::size_t cols) {
     __shared__ double partial[kBiasLanes][kBiasCols + 1];  // +1: no bank conflicts down a column
     const std::size_t c = static_cast<std::size_t>(blockIdx.x) * kBiasCols + threadIdx.x;
     double sum = 0.0;
     if (c < cols) {
         for (std::size_t r = threadIdx.y; r < rows; r += kBiasLanes) {
-            sum += static_cast<double>(dy[r * cols + c]);
+            const std::size_t i = r * cols + c;
+            const float g = Act::gradient(y ? y[i] : 0.0f, dy[i]);
+            if (dz) dz[i] = g;
+            sum += static_cast<double>(g);
         }
     }
     partial[threadIdx.y][threadIdx.x] = sum;
@@ -76,49 +116,38 @@ __global__ void bias_gradient_kernel(const float* dy, float* dbias, std::size_t 
     }
 }
 
-__global__ void relu_forward_kernel(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        const float v = x[i];
-        y[i] = (v > 0.0f || isnan(v)) ? v : 0.0f;  // NaN passes through, as on the CPU
+template <typename Act>
+__global__ void bias_activation_forward_kernel(float* y, const float* bias, std::size_t total, std::size_t cols) {
+    for (std::size_t i = first_index(); i < total; i += grid_stride()) {
+        y[i] = Act::value(__fadd_rn(y[i], bias[i % cols]));
     }
 }
 
-__global__ void relu_backward_kernel(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
+template <typename Act>
+void launch_column_sums(const char* name, const float* y, const float* dy, float* dz, float* dbias, std::size_t rows,
+                        std::size_t cols, cudaStream_t stream) {
+    if (cols == 0) {
+        return;
     }
+    // rows == 0 still runs: every column sum is 0, as on the CPU.
+    const std::size_t blocks = (cols + kBiasCols - 1) / kBiasCols;
+    if (blocks > 0x7fffffffu) {
+        throw std::invalid_argument(std::string(name) + ": too many columns (" + std::to_string(cols) + ")");
+    }
+    column_sums_kernel<Act><<<static_cast<unsigned int>(blocks), dim3(kBiasCols, kBiasLanes), 0, stream>>>(
+        y, dy, dz, dbias, rows, cols);
+    check_launch(name);
 }
 
-__global__ void sigmoid_forward_kernel(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        const double v = static_cast<double>(x[i]);
-        if (v >= 0.0) {
-            y[i] = static_cast<float>(1.0 / (1.0 + exp(-v)));
-        } else {
-            const double e = exp(v);
-            y[i] = static_cast<float>(e / (1.0 + e));
-        }
+template <typename Act>
+void launch_bias_activation_forward(float* y, const float* bias, std::size_t rows, std::size_t cols,
+                                    cudaStream_t stream) {
+    const std::size_t total = rows * cols;
+    if (total == 0) {
+        return;
     }
-}
-
-__global__ void sigmoid_backward_kernel(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        const double s = static_cast<double>(y[i]);
-        dx[i] = static_cast<float>(__dmul_rn(__dmul_rn(static_cast<double>(dy[i]), s), 1.0 - s));
-    }
-}
-
-__global__ void tanh_forward_kernel(const float* x, float* y, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        y[i] = static_cast<float>(tanh(static_cast<double>(x[i])));
-    }
-}
-
-__global__ void tanh_backward_kernel(const float* y, const float* dy, float* dx, std::size_t n) {
-    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        const double t = static_cast<double>(y[i]);
-        dx[i] = static_cast<float>(__dmul_rn(static_cast<double>(dy[i]), __dsub_rn(1.0, __dmul_rn(t, t))));
-    }
+    bias_activation_forward_kernel<Act><<<detail::blocks_for(total), kThreads, 0, stream>>>(y, bias, total, cols);
+    check_launch("bias_activation_forward");
 }
 
 __global__ void dropout_kernel(const float* in, const std::uint8_t* keep, float* out, std::size_t n,
@@ -200,65 +229,28 @@ void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t col
 }
 
 void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols, cudaStream_t stream) {
-    if (cols == 0) {
-        return;
-    }
-    // rows == 0 still runs: every column sum is 0, as on the CPU.
-    const std::size_t blocks = (cols + kBiasCols - 1) / kBiasCols;
-    if (blocks > 0x7fffffffu) {
-        throw std::invalid_argument("bias_gradient: too many columns (" + std::to_string(cols) + ")");
-    }
-    bias_gradient_kernel<<<static_cast<unsigned int>(blocks), dim3(kBiasCols, kBiasLanes), 0, stream>>>(dy, dbias,
-                                                                                                       rows, cols);
-    check_launch("bias_gradient");
+    launch_column_sums<NoActivation>("bias_gradient", nullptr, dy, nullptr, dbias, rows, cols, stream);
 }
 
-void relu_forward(const float* x, float* y, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
+void bias_activation_forward(cpu::Activation kind, float* y, const float* bias, std::size_t rows, std::size_t cols,
+                             cudaStream_t stream) {
+    switch (kind) {
+    case cpu::Activation::relu: launch_bias_activation_forward<Relu>(y, bias, rows, cols, stream); return;
+    case cpu::Activation::sigmoid: launch_bias_activation_forward<Sigmoid>(y, bias, rows, cols, stream); return;
+    case cpu::Activation::tanh: launch_bias_activation_forward<Tanh>(y, bias, rows, cols, stream); return;
     }
-    relu_forward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, y, n);
-    check_launch("relu_forward");
+    throw std::invalid_argument("bias_activation_forward: unknown activation");
 }
 
-void relu_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
+void bias_activation_backward(cpu::Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                              std::size_t rows, std::size_t cols, cudaStream_t stream) {
+    constexpr const char* name = "bias_activation_backward";
+    switch (kind) {
+    case cpu::Activation::relu: launch_column_sums<Relu>(name, y, dy, dz, dbias, rows, cols, stream); return;
+    case cpu::Activation::sigmoid: launch_column_sums<Sigmoid>(name, y, dy, dz, dbias, rows, cols, stream); return;
+    case cpu::Activation::tanh: launch_column_sums<Tanh>(name, y, dy, dz, dbias, rows, cols, stream); return;
     }
-    relu_backward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(y, dy, dx, n);
-    check_launch("relu_backward");
-}
-
-void sigmoid_forward(const float* x, float* y, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
-    }
-    sigmoid_forward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, y, n);
-    check_launch("sigmoid_forward");
-}
-
-void sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
-    }
-    sigmoid_backward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(y, dy, dx, n);
-    check_launch("sigmoid_backward");
-}
-
-void tanh_forward(const float* x, float* y, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
-    }
-    tanh_forward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, y, n);
-    check_launch("tanh_forward");
-}
-
-void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream) {
-    if (n == 0) {
-        return;
-    }
-    tanh_backward_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(y, dy, dx, n);
-    check_launch("tanh_backward");
+    throw std::invalid_argument("bias_activation_backward: unknown activation");
 }
 
 void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability,

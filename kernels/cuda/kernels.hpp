@@ -1,8 +1,8 @@
 #pragma once
 
 // CUDA twins of the kernels in kernels/cpu/, callable from plain C++ (this
-// header contains no CUDA syntax). Convolution itself is not here: the CUDA
-// backend uses cuDNN for it.
+// header contains no CUDA syntax). Convolution, pooling and standalone
+// activations are not here: the CUDA backend uses cuDNN for them.
 //
 // Conventions, shared by every function below:
 //   * Every float / int / byte pointer is a DEVICE pointer unless the comment
@@ -21,7 +21,7 @@
 //     CUDA call throws std::runtime_error naming the kernel and carrying
 //     cudaGetErrorString. n == 0 (or rows == 0 / cols == 0) launches nothing.
 
-#include "kernels/cpu/conv.hpp"
+#include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/optimizers.hpp"
 
 #include <cuda_runtime_api.h>  // cudaStream_t only
@@ -46,12 +46,13 @@ void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t col
 // fixed order and rounded once, like the CPU twin; deterministic.
 void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 
-void relu_forward(const float* x, float* y, std::size_t n, cudaStream_t stream);
-void relu_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream);
-void sigmoid_forward(const float* x, float* y, std::size_t n, cudaStream_t stream);
-void sigmoid_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream);
-void tanh_forward(const float* x, float* y, std::size_t n, cudaStream_t stream);
-void tanh_backward(const float* y, const float* dy, float* dx, std::size_t n, cudaStream_t stream);
+// A dense layer's bias and activation: y = act(y + bias) in place, and its
+// backward pass dz = act'(from y) * dy with dbias = column sums of dz (dz may be
+// dy). Standalone activations go through cuDNN in the backend instead.
+void bias_activation_forward(trainhost::kernels::cpu::Activation kind, float* y, const float* bias, std::size_t rows,
+                             std::size_t cols, cudaStream_t stream);
+void bias_activation_backward(trainhost::kernels::cpu::Activation kind, const float* y, const float* dy, float* dz,
+                              float* dbias, std::size_t rows, std::size_t cols, cudaStream_t stream);
 
 // keep: n bytes on the device, nonzero = kept. The keep scale is computed on
 // the host exactly as on the CPU (float(1 / (1 - p)) evaluated in double);
@@ -103,21 +104,5 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
               const trainhost::kernels::cpu::SgdHyper& hyper, bool first_step, cudaStream_t stream);
 void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_sq, std::size_t n,
                const trainhost::kernels::cpu::AdamHyper& hyper, std::int64_t step, cudaStream_t stream);
-
-// --- pooling (twins of kernels/cpu/conv.hpp) -----------------------------------
-//
-// NCHW max pooling with the CPU's rules: argmax (nullable) holds, per output,
-// the flat index within the input plane (iy * width + ix) that won; the first
-// maximum wins ties and NaN propagates. The backward pass overwrites dx and
-// adds each input's contributions in increasing output order, exactly as the
-// CPU does, so it is deterministic and bit-identical. Unlike the CPU these
-// throw std::invalid_argument for a shape whose windows leave the input
-// (kernel or stride < 1, kernel larger than the plane, negative sizes), since
-// on the device that would be an out-of-bounds access.
-
-void max_pool2d_forward(const trainhost::kernels::cpu::PoolShape& s, const float* x, float* y, std::int32_t* argmax,
-                        cudaStream_t stream);
-void max_pool2d_backward(const trainhost::kernels::cpu::PoolShape& s, const float* dy, const std::int32_t* argmax,
-                         float* dx, cudaStream_t stream);
 
 }  // namespace trainhost::kernels::cuda

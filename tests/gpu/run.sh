@@ -88,6 +88,7 @@ if missing >/dev/null; then missing | sort -u | tee -a "$summary"; fail "librari
 # On a GPU machine a skip is a failure: every [cuda] test must really run.
 th build-gpu/tests/trainhost_tests "[cuda]" -r compact >"$logs/cuda_tests.log" 2>&1 || fail "[cuda] tests (cuda_tests.log)"
 grep -q "no CUDA device" "$logs/cuda_tests.log" && fail "[cuda] tests skipped on a GPU machine"
+grep -q "Fashion-MNIST is not installed" "$logs/cuda_tests.log" && fail "[cuda] CNN test skipped: no Fashion-MNIST"
 log "[cuda] tests: $(grep -v '^$' "$logs/cuda_tests.log" | tail -1)"
 grep -E "FAILED|failed" "$logs/cuda_tests.log" | head -20 | tee -a "$summary"
 

@@ -234,6 +234,39 @@ TEST_CASE("activation backward passes match finite differences", "[kernels][elem
     SECTION("tanh") { check(cpu::tanh_forward, cpu::tanh_backward); }
 }
 
+TEST_CASE("bias_activation gives the bits of the bias pass and the activation run one after the other",
+          "[kernels][elementwise]") {
+    std::mt19937 rng(43);
+    const std::size_t rows = 9, cols = 7;
+    using Forward = void (*)(const float*, float*, std::size_t);
+    using Backward = void (*)(const float*, const float*, float*, std::size_t);
+    const auto check = [&](cpu::Activation kind, Forward forward, Backward backward) {
+        const auto z = random_values(rng, rows * cols, 4.0f);
+        const auto bias = random_values(rng, cols);
+        const auto dy = random_values(rng, rows * cols);
+
+        auto separate = z;
+        cpu::add_row_bias(separate.data(), bias.data(), rows, cols);
+        forward(separate.data(), separate.data(), rows * cols);
+        auto fused = z;
+        cpu::bias_activation_forward(kind, fused.data(), bias.data(), rows, cols);
+        REQUIRE(fused == separate);
+
+        std::vector<float> dz(rows * cols), sums(cols);
+        backward(separate.data(), dy.data(), dz.data(), rows * cols);
+        cpu::bias_gradient(dz.data(), sums.data(), rows, cols);
+        REQUIRE(std::count(dz.begin(), dz.end(), 0.0f) < static_cast<std::ptrdiff_t>(dz.size()) * 3 / 4);  // not vacuous
+        auto in_place = dy;  // dz overwrites dy, as a dense layer calls it
+        std::vector<float> fused_sums(cols, kNaN);
+        cpu::bias_activation_backward(kind, fused.data(), in_place.data(), in_place.data(), fused_sums.data(), rows, cols);
+        REQUIRE(in_place == dz);
+        REQUIRE(fused_sums == sums);
+    };
+    SECTION("relu") { check(cpu::Activation::relu, cpu::relu_forward, cpu::relu_backward); }
+    SECTION("sigmoid") { check(cpu::Activation::sigmoid, cpu::sigmoid_forward, cpu::sigmoid_backward); }
+    SECTION("tanh") { check(cpu::Activation::tanh, cpu::tanh_forward, cpu::tanh_backward); }
+}
+
 TEST_CASE("dropout applies the caller's mask with inverted scaling", "[kernels][elementwise]") {
     const std::vector<float> x = {1.0f, -2.0f, 3.0f, -4.0f};
     const std::vector<std::uint8_t> keep = {1, 0, 0, 1};

@@ -5,7 +5,6 @@
 
 #include "cuda_test_support.hpp"
 
-#include "kernels/cpu/conv.hpp"
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/optimizers.hpp"
 #include "kernels/cuda/kernels.hpp"
@@ -17,7 +16,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <limits>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -117,39 +115,47 @@ TEST_CASE("cuda add_row_bias and bias_gradient match the CPU", "[cuda]") {
     }
 }
 
-TEST_CASE("cuda activations match the CPU forward and backward", "[cuda]") {
+TEST_CASE("cuda bias_activation matches the CPU forward and backward", "[cuda]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(303);
     Stream stream;
-    const auto x = random_values(rng, kN, 6.0f);
-    const auto dy = random_values(rng, kN);
-    const DeviceBuffer<float> dx_in(x);
-    const DeviceBuffer<float> ddy(dy);
+    using Shape = std::pair<std::size_t, std::size_t>;
+    for (const cpu::Activation kind : {cpu::Activation::relu, cpu::Activation::sigmoid, cpu::Activation::tanh}) {
+        for (const auto& [rows, cols] : std::vector<Shape>{{kRows, kCols}, {4099, 3}, {1, 70}}) {
+            INFO("activation " << static_cast<int>(kind) << ", rows = " << rows << ", cols = " << cols);
+            const auto z = random_values(rng, rows * cols, 6.0f);  // both sides of every activation's bend
+            const auto bias = random_values(rng, cols);
+            const auto dy = random_values(rng, rows * cols);
 
-    using Forward = void (*)(const float*, float*, std::size_t);
-    using Backward = void (*)(const float*, const float*, float*, std::size_t);
-    using CudaForward = void (*)(const float*, float*, std::size_t, cudaStream_t);
-    using CudaBackward = void (*)(const float*, const float*, float*, std::size_t, cudaStream_t);
-    const auto check = [&](Forward forward, Backward backward, CudaForward cuda_forward, CudaBackward cuda_backward) {
-        std::vector<float> y(kN);
-        forward(x.data(), y.data(), kN);
-        DeviceBuffer<float> dy_out(kN);
-        cuda_forward(dx_in.get(), dy_out.get(), kN, stream);
-        require_all_close(dy_out.download(stream), y);
+            auto y = z;
+            cpu::bias_activation_forward(kind, y.data(), bias.data(), rows, cols);
+            require_changed(y, z);
+            DeviceBuffer<float> dy_out(z);
+            const DeviceBuffer<float> dbias_in(bias);
+            gpu::bias_activation_forward(kind, dy_out.get(), dbias_in.get(), rows, cols, stream);
+            require_all_close(dy_out.download(stream), y);
 
-        // Both backward passes start from the CPU's forward output.
-        std::vector<float> dx(kN);
-        backward(y.data(), dy.data(), dx.data(), kN);
-        const DeviceBuffer<float> dy_cpu(y);
-        DeviceBuffer<float> ddx(kN);
-        cuda_backward(dy_cpu.get(), ddy.get(), ddx.get(), kN, stream);
-        require_all_close(ddx.download(stream), dx);
-    };
-    SECTION("relu") { check(cpu::relu_forward, cpu::relu_backward, gpu::relu_forward, gpu::relu_backward); }
-    SECTION("sigmoid") {
-        check(cpu::sigmoid_forward, cpu::sigmoid_backward, gpu::sigmoid_forward, gpu::sigmoid_backward);
+            // Both backward passes start from the CPU's forward output.
+            std::vector<float> dz(rows * cols), sums(cols);
+            cpu::bias_activation_backward(kind, y.data(), dy.data(), dz.data(), sums.data(), rows, cols);
+            const DeviceBuffer<float> dy_cpu(y);
+            const DeviceBuffer<float> dgrad(dy);
+            DeviceBuffer<float> ddz(rows * cols);  // starts NaN: must be overwritten
+            DeviceBuffer<float> dsums(cols);
+            gpu::bias_activation_backward(kind, dy_cpu.get(), dgrad.get(), ddz.get(), dsums.get(), rows, cols, stream);
+            require_all_close(ddz.download(stream), dz);
+            const auto gpu_sums = dsums.download(stream);
+            require_all_close(gpu_sums, sums);
+
+            // In place, as a dense layer calls it: dz overwrites dy, same values, same bits.
+            DeviceBuffer<float> in_place(dy);
+            DeviceBuffer<float> in_place_sums(cols);  // starts NaN: must be written again
+            gpu::bias_activation_backward(kind, dy_cpu.get(), in_place.get(), in_place.get(), in_place_sums.get(), rows,
+                                          cols, stream);
+            REQUIRE(in_place.download(stream) == ddz.download(stream));
+            REQUIRE(in_place_sums.download(stream) == gpu_sums);
+        }
     }
-    SECTION("tanh") { check(cpu::tanh_forward, cpu::tanh_backward, gpu::tanh_forward, gpu::tanh_backward); }
 }
 
 TEST_CASE("cuda dropout matches the CPU", "[cuda]") {
@@ -297,83 +303,6 @@ TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda max_pool2d matches the CPU values, argmax and gradient", "[cuda]") {
-    SKIP_WITHOUT_CUDA();
-    std::mt19937 rng(1011);
-    Stream stream;
-    // Overlapping windows, non-overlapping windows that leave a border unused,
-    // stride 1, and data with many exact ties (first maximum must win).
-    struct Case {
-        cpu::PoolShape shape;
-        bool ties;
-    };
-    for (const Case& c : std::vector<Case>{{{3, 5, 17, 13, 3, 2}, false},
-                                           {{2, 4, 9, 11, 2, 2}, false},
-                                           {{2, 3, 8, 8, 3, 1}, false},
-                                           {{4, 6, 12, 10, 3, 2}, true}}) {
-        const cpu::PoolShape& s = c.shape;
-        INFO("shape " << s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << ", kernel " << s.kernel
-                      << ", stride " << s.stride << ", ties " << c.ties);
-        const auto inputs = static_cast<std::size_t>(s.batch) * s.channels * s.height * s.width;
-        const auto outputs = static_cast<std::size_t>(s.batch) * s.channels * s.out_height() * s.out_width();
-        auto x = random_values(rng, inputs);
-        if (c.ties) {
-            for (float& v : x) {
-                v = std::round(v * 1.5f);  // a handful of values: -3 .. 3
-            }
-        }
-        std::vector<float> y(outputs);
-        std::vector<std::int32_t> argmax(outputs);
-        cpu::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
-
-        const DeviceBuffer<float> dx_in(x);
-        DeviceBuffer<float> dy_out(outputs);
-        DeviceBuffer<std::int32_t> dargmax(outputs);
-        gpu::max_pool2d_forward(s, dx_in.get(), dy_out.get(), dargmax.get(), stream);
-        REQUIRE(dy_out.download(stream) == y);  // a selection: exact
-        REQUIRE(dargmax.download(stream) == argmax);
-        DeviceBuffer<float> dy_only(outputs);
-        gpu::max_pool2d_forward(s, dx_in.get(), dy_only.get(), nullptr, stream);
-        REQUIRE(dy_only.download(stream) == y);
-
-        const auto dy = random_values(rng, outputs);
-        std::vector<float> dx(inputs);
-        cpu::max_pool2d_backward(s, dy.data(), argmax.data(), dx.data());
-        const DeviceBuffer<float> ddy(dy);
-        DeviceBuffer<float> ddx(inputs);  // starts NaN: every element must be written
-        gpu::max_pool2d_backward(s, ddy.get(), dargmax.get(), ddx.get(), stream);
-        require_all_close(ddx.download(stream), dx);
-    }
-
-    // NaN propagates into the output and the argmax, as on the CPU.
-    const cpu::PoolShape s{1, 2, 6, 6, 2, 2};
-    auto x = random_values(rng, 72);
-    x[8] = std::numeric_limits<float>::quiet_NaN();       // plane 0, row 1, col 2: inside window (0, 1), not first
-    x[36 + 0] = std::numeric_limits<float>::quiet_NaN();  // plane 1, first element of a window
-    std::vector<float> y(18);
-    std::vector<std::int32_t> argmax(18);
-    cpu::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
-    const DeviceBuffer<float> dx_in(x);
-    DeviceBuffer<float> dy_out(18);
-    DeviceBuffer<std::int32_t> dargmax(18);
-    gpu::max_pool2d_forward(s, dx_in.get(), dy_out.get(), dargmax.get(), stream);
-    const auto got = dy_out.download(stream);
-    REQUIRE(dargmax.download(stream) == argmax);
-    for (std::size_t i = 0; i < y.size(); ++i) {
-        INFO("output " << i);
-        REQUIRE(std::isnan(got[i]) == std::isnan(y[i]));
-        if (!std::isnan(y[i])) {
-            REQUIRE(got[i] == y[i]);
-        }
-    }
-    REQUIRE(std::isnan(y[1]));
-    REQUIRE(std::isnan(y[9]));
-
-    const cpu::PoolShape too_big{1, 1, 2, 2, 3, 1};
-    REQUIRE_THROWS_AS(gpu::max_pool2d_forward(too_big, dx_in.get(), dy_out.get(), nullptr, stream),
-                      std::invalid_argument);
-}
-
 TEST_CASE("cuda kernels accept empty inputs without launching", "[cuda]") {
     SKIP_WITHOUT_CUDA();
     Stream stream;
@@ -384,7 +313,8 @@ TEST_CASE("cuda kernels accept empty inputs without launching", "[cuda]") {
     REQUIRE_NOTHROW(gpu::axpy(2.0f, none, none, 0, stream));
     REQUIRE_NOTHROW(gpu::add_row_bias(none, none, 0, 5, stream));
     REQUIRE_NOTHROW(gpu::bias_gradient(none, none, 5, 0, stream));
-    REQUIRE_NOTHROW(gpu::relu_forward(none, none, 0, stream));
+    REQUIRE_NOTHROW(gpu::bias_activation_forward(cpu::Activation::relu, none, none, 0, 5, stream));
+    REQUIRE_NOTHROW(gpu::bias_activation_backward(cpu::Activation::tanh, none, none, none, none, 5, 0, stream));
     REQUIRE_NOTHROW(gpu::dropout_forward(none, nullptr, none, 0, 0.5f, stream));
     REQUIRE_NOTHROW(gpu::mask_below(none, 0.5f, none, 0, stream));
     REQUIRE_NOTHROW(gpu::sgd_step(none, none, none, 0, cpu::SgdHyper{.lr = 0.1f}, false, stream));

@@ -31,12 +31,23 @@ void CpuBackend::activation_forward(Activation kind, const float* x, float* y, s
     }
 }
 
-void CpuBackend::activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) {
+void CpuBackend::activation_backward(Activation kind, const float*, const float* y, const float* dy, float* dx,
+                                     std::size_t n) {
     switch (kind) {
     case Activation::relu: k::relu_backward(y, dy, dx, n); break;
     case Activation::sigmoid: k::sigmoid_backward(y, dy, dx, n); break;
     case Activation::tanh: k::tanh_backward(y, dy, dx, n); break;
     }
+}
+
+void CpuBackend::bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows,
+                                         std::size_t cols) {
+    k::bias_activation_forward(kind, y, bias, rows, cols);
+}
+
+void CpuBackend::bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                                          std::size_t rows, std::size_t cols) {
+    k::bias_activation_backward(kind, y, dy, dz, dbias, rows, cols);
 }
 
 void CpuBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
@@ -89,12 +100,19 @@ void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float
     k::conv2d_backward(s, x, weight, dy, dweight, dbias, dx, workspace.data);
 }
 
-void CpuBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
-    k::max_pool2d_forward(s, x, y, argmax);
+std::size_t CpuBackend::pool_indices(const PoolShape& s) const {
+    return static_cast<std::size_t>(s.batch) * s.channels * s.out_height() * s.out_width();
 }
 
-void CpuBackend::max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) {
-    k::max_pool2d_backward(s, dy, argmax, dx);
+void CpuBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* indices) {
+    if (indices == nullptr) throw std::invalid_argument("max_pool2d_forward: the CPU needs its argmax indices");
+    k::max_pool2d_forward(s, x, y, indices);
+}
+
+void CpuBackend::max_pool2d_backward(const PoolShape& s, const float*, const float*, const float* dy,
+                                     const std::int32_t* indices, float* dx) {
+    if (indices == nullptr) throw std::invalid_argument("max_pool2d_backward: the CPU needs its argmax indices");
+    k::max_pool2d_backward(s, dy, indices, dx);
 }
 
 void CpuBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) { k::multiply_by_mask(x, mask, n); }

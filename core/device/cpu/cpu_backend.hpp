@@ -12,7 +12,12 @@ public:
     void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t cols) override;
     void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) override;
     void activation_forward(Activation kind, const float* x, float* y, std::size_t n) override;
-    void activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) override;
+    void activation_backward(Activation kind, const float* x, const float* y, const float* dy, float* dx,
+                             std::size_t n) override;
+    void bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows,
+                                 std::size_t cols) override;
+    void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                                  std::size_t rows, std::size_t cols) override;
     void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) override;
     void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) override;
     [[nodiscard]] std::size_t loss_workspace(LossKind, std::size_t, std::size_t) const override { return 0; }
@@ -29,8 +34,10 @@ public:
                         Workspace workspace) override;
     void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
                          float* dbias, float* dx, Workspace workspace) override;
-    void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) override;
-    void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) override;
+    [[nodiscard]] std::size_t pool_indices(const PoolShape& s) const override;
+    void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* indices) override;
+    void max_pool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                             const std::int32_t* indices, float* dx) override;
     void multiply_by_mask(float* x, const float* mask, std::size_t n) override;
     void mask_below(const float* x, float threshold, float* mask, std::size_t n) override;
     [[nodiscard]] float kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) override;

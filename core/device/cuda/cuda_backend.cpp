@@ -5,6 +5,7 @@
 #include "kernels/cuda/kernels.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <array>
 #include <memory>
 #include <vector>
@@ -48,22 +49,35 @@ void CudaBackend::bias_gradient(const float* dy, float* dbias, std::size_t rows,
     kc::bias_gradient(dy, dbias, rows, cols, stream_);
 }
 
+// cuDNN computes standalone activations; NaN propagates, as on the CPU.
 void CudaBackend::activation_forward(Activation kind, const float* x, float* y, std::size_t n) {
     activate();
-    switch (kind) {
-    case Activation::relu: kc::relu_forward(x, y, n, stream_); break;
-    case Activation::sigmoid: kc::sigmoid_forward(x, y, n, stream_); break;
-    case Activation::tanh: kc::tanh_forward(x, y, n, stream_); break;
-    }
+    if (n == 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    const cudnnTensorDescriptor_t d = vector_descriptor(n);
+    TRAINHOST_CUDA_CHECK(cudnnActivationForward(dnn_, activation_descriptor(kind), &one, d, x, &zero, d, y));
 }
 
-void CudaBackend::activation_backward(Activation kind, const float* y, const float* dy, float* dx, std::size_t n) {
+void CudaBackend::activation_backward(Activation kind, const float* x, const float* y, const float* dy, float* dx,
+                                      std::size_t n) {
     activate();
-    switch (kind) {
-    case Activation::relu: kc::relu_backward(y, dy, dx, n, stream_); break;
-    case Activation::sigmoid: kc::sigmoid_backward(y, dy, dx, n, stream_); break;
-    case Activation::tanh: kc::tanh_backward(y, dy, dx, n, stream_); break;
-    }
+    if (n == 0) return;
+    const float one = 1.0f, zero = 0.0f;
+    const cudnnTensorDescriptor_t d = vector_descriptor(n);
+    TRAINHOST_CUDA_CHECK(
+        cudnnActivationBackward(dnn_, activation_descriptor(kind), &one, d, y, d, dy, d, x, &zero, d, dx));
+}
+
+void CudaBackend::bias_activation_forward(Activation kind, float* y, const float* bias, std::size_t rows,
+                                          std::size_t cols) {
+    activate();
+    kc::bias_activation_forward(kind, y, bias, rows, cols, stream_);
+}
+
+void CudaBackend::bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
+                                           std::size_t rows, std::size_t cols) {
+    activate();
+    kc::bias_activation_backward(kind, y, dy, dz, dbias, rows, cols, stream_);
 }
 
 void CudaBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
@@ -152,63 +166,45 @@ float CudaBackend::kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, 
     return kernels::cpu::magnitude_threshold(kept.data(), kept.size(), static_cast<std::size_t>(k));
 }
 
-// cuDNN's descriptors of one convolution shape, batch included.
-struct ConvDescriptors {
-    cudnnTensorDescriptor_t x = nullptr, y = nullptr, bias = nullptr;
-    cudnnFilterDescriptor_t w = nullptr;
-    cudnnConvolutionDescriptor_t conv = nullptr;
-    explicit ConvDescriptors(const ConvShape& s) {
-        try {
-            describe(s);
-        } catch (...) {
-            destroy();  // the destructor does not run for a constructor that throws
-            throw;
-        }
+namespace {
+
+// One cuDNN descriptor, destroyed with its owner. Members of this type make a
+// struct exception-safe: those made before one that fails are destroyed.
+template <typename T, cudnnStatus_t (*Create)(T*), cudnnStatus_t (*Destroy)(T)>
+class DnnDescriptor {
+public:
+    DnnDescriptor() { TRAINHOST_CUDA_CHECK(Create(&value_)); }
+    ~DnnDescriptor() {
+        if (value_ != nullptr) Destroy(value_);
     }
-    ~ConvDescriptors() { destroy(); }
-    ConvDescriptors(const ConvDescriptors&) = delete;
-    ConvDescriptors& operator=(const ConvDescriptors&) = delete;
+    DnnDescriptor(const DnnDescriptor&) = delete;
+    DnnDescriptor& operator=(const DnnDescriptor&) = delete;
+    [[nodiscard]] T get() const noexcept { return value_; }
 
 private:
-    void describe(const ConvShape& s) {
-        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&x));
-        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&y));
-        TRAINHOST_CUDA_CHECK(cudnnCreateTensorDescriptor(&bias));
-        TRAINHOST_CUDA_CHECK(cudnnCreateFilterDescriptor(&w));
-        TRAINHOST_CUDA_CHECK(cudnnCreateConvolutionDescriptor(&conv));
-        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch, s.channels, s.height, s.width));
-        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, s.batch, s.filters,
-                                                        s.out_height(), s.out_width()));
-        TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, s.filters, 1, 1));
-        TRAINHOST_CUDA_CHECK(cudnnSetFilter4dDescriptor(w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.filters, s.channels, s.kernel, s.kernel));
-        TRAINHOST_CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv, s.padding, s.padding, s.stride, s.stride, 1, 1,
-                                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-        // fp32 results to compare with the CPU at 1e-5: no TF32 tensor-core math.
-        TRAINHOST_CUDA_CHECK(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
-    }
-    void destroy() noexcept {
-        if (conv) cudnnDestroyConvolutionDescriptor(conv);
-        if (w) cudnnDestroyFilterDescriptor(w);
-        if (bias) cudnnDestroyTensorDescriptor(bias);
-        if (y) cudnnDestroyTensorDescriptor(y);
-        if (x) cudnnDestroyTensorDescriptor(x);
-    }
+    T value_ = nullptr;
 };
 
-// Made once per shape: a step's convolutions would otherwise build and destroy five
-// descriptors each, host work beside kernels of microseconds. A layer sees a few
-// batch sizes (the full one, the last partial one, validation's), so few shapes.
-const ConvDescriptors& CudaBackend::descriptors(const ConvShape& s) {
-    const std::array<int, 8> key{s.batch, s.channels, s.height, s.width, s.filters, s.kernel, s.stride, s.padding};
-    std::unique_ptr<ConvDescriptors>& slot = conv_descriptors_[key];
-    if (!slot) slot = std::make_unique<ConvDescriptors>(s);
-    return *slot;
+using TensorDescriptor = DnnDescriptor<cudnnTensorDescriptor_t, cudnnCreateTensorDescriptor, cudnnDestroyTensorDescriptor>;
+using FilterDescriptor = DnnDescriptor<cudnnFilterDescriptor_t, cudnnCreateFilterDescriptor, cudnnDestroyFilterDescriptor>;
+using ConvolutionDescriptor = DnnDescriptor<cudnnConvolutionDescriptor_t, cudnnCreateConvolutionDescriptor,
+                                            cudnnDestroyConvolutionDescriptor>;
+using PoolingDescriptor = DnnDescriptor<cudnnPoolingDescriptor_t, cudnnCreatePoolingDescriptor, cudnnDestroyPoolingDescriptor>;
+using ActivationModeDescriptor = DnnDescriptor<cudnnActivationDescriptor_t, cudnnCreateActivationDescriptor,
+                                               cudnnDestroyActivationDescriptor>;
+
+// NCHW with every dimension checked to fit cuDNN's int.
+void set_nchw(const TensorDescriptor& d, std::size_t n, std::size_t c, std::size_t h, std::size_t w) {
+    constexpr std::size_t kMax = std::numeric_limits<int>::max();
+    // Factor by factor, so that the product cannot wrap around first.
+    const bool fits = n <= kMax && c <= kMax / std::max<std::size_t>(n, 1) && h <= kMax / std::max<std::size_t>(n * c, 1) &&
+                      w <= kMax / std::max<std::size_t>(n * c * h, 1);
+    if (!fits)
+        throw std::invalid_argument("cuDNN tensor of " + std::to_string(n) + "x" + std::to_string(c) + "x" +
+                                    std::to_string(h) + "x" + std::to_string(w) + " elements is too large");
+    TRAINHOST_CUDA_CHECK(cudnnSetTensor4dDescriptor(d.get(), CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, static_cast<int>(n),
+                                                    static_cast<int>(c), static_cast<int>(h), static_cast<int>(w)));
 }
-
-CudaBackend::CudaBackend(int ordinal) : ordinal_(ordinal) {}
-CudaBackend::~CudaBackend() = default;
-
-namespace {
 
 // Deterministic algorithms, as on the CPU; the workspace covers the largest of them.
 constexpr cudnnConvolutionFwdAlgo_t kForward = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
@@ -217,14 +213,103 @@ constexpr cudnnConvolutionBwdFilterAlgo_t kBackwardFilter = CUDNN_CONVOLUTION_BW
 
 }  // namespace
 
+// cuDNN's descriptors of one convolution shape, batch included.
+struct ConvDescriptors {
+    TensorDescriptor x, y, bias;
+    FilterDescriptor w;
+    ConvolutionDescriptor conv;
+    explicit ConvDescriptors(const ConvShape& s) {
+        set_nchw(x, s.batch, s.channels, s.height, s.width);
+        set_nchw(y, s.batch, s.filters, s.out_height(), s.out_width());
+        set_nchw(bias, 1, s.filters, 1, 1);
+        TRAINHOST_CUDA_CHECK(
+            cudnnSetFilter4dDescriptor(w.get(), CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, s.filters, s.channels, s.kernel, s.kernel));
+        TRAINHOST_CUDA_CHECK(cudnnSetConvolution2dDescriptor(conv.get(), s.padding, s.padding, s.stride, s.stride, 1, 1,
+                                                             CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+        // fp32 results to compare with the CPU at 1e-5: no TF32 tensor-core math.
+        TRAINHOST_CUDA_CHECK(cudnnSetConvolutionMathType(conv.get(), CUDNN_FMA_MATH));
+    }
+};
+
+// cuDNN's descriptors of one pooling shape, batch included. The deterministic max
+// pooling, as on the CPU; NaN propagates, as on the CPU and in PyTorch.
+struct PoolDescriptors {
+    TensorDescriptor x, y;
+    PoolingDescriptor pool;
+    explicit PoolDescriptors(const PoolShape& s) {
+        set_nchw(x, s.batch, s.channels, s.height, s.width);
+        set_nchw(y, s.batch, s.channels, s.out_height(), s.out_width());
+        TRAINHOST_CUDA_CHECK(cudnnSetPooling2dDescriptor(pool.get(), CUDNN_POOLING_MAX_DETERMINISTIC, CUDNN_PROPAGATE_NAN,
+                                                         s.kernel, s.kernel, 0, 0, s.stride, s.stride));
+        // cuDNN's output size must be the one the layer allocated.
+        int n = 0, c = 0, h = 0, w = 0;
+        TRAINHOST_CUDA_CHECK(cudnnGetPooling2dForwardOutputDim(pool.get(), x.get(), &n, &c, &h, &w));
+        if (h != s.out_height() || w != s.out_width())
+            throw std::logic_error("cuDNN pools " + std::to_string(s.height) + "x" + std::to_string(s.width) + " to " +
+                                   std::to_string(h) + "x" + std::to_string(w) + ", the layer to " +
+                                   std::to_string(s.out_height()) + "x" + std::to_string(s.out_width()));
+    }
+};
+
+// Made once per shape: a step would otherwise build and destroy several descriptors
+// per layer, host work beside kernels of microseconds. A layer sees a few batch
+// sizes (the full one, the last partial one, validation's), so few shapes.
+const ConvDescriptors& CudaBackend::descriptors(const ConvShape& s) {
+    const std::array<int, 8> key{s.batch, s.channels, s.height, s.width, s.filters, s.kernel, s.stride, s.padding};
+    std::unique_ptr<ConvDescriptors>& slot = conv_descriptors_[key];
+    if (!slot) slot = std::make_unique<ConvDescriptors>(s);
+    return *slot;
+}
+
+const PoolDescriptors& CudaBackend::descriptors(const PoolShape& s) {
+    const std::array<int, 6> key{s.batch, s.channels, s.height, s.width, s.kernel, s.stride};
+    std::unique_ptr<PoolDescriptors>& slot = pool_descriptors_[key];
+    if (!slot) slot = std::make_unique<PoolDescriptors>(s);
+    return *slot;
+}
+
+// A flat tensor of n elements, for the elementwise cuDNN calls.
+struct VectorDescriptor {
+    TensorDescriptor tensor;
+    explicit VectorDescriptor(std::size_t n) { set_nchw(tensor, 1, 1, 1, n); }
+};
+
+struct ActivationDescriptor {
+    ActivationModeDescriptor mode;
+    explicit ActivationDescriptor(Activation kind) {
+        const cudnnActivationMode_t cudnn_mode = kind == Activation::relu      ? CUDNN_ACTIVATION_RELU
+                                                 : kind == Activation::sigmoid ? CUDNN_ACTIVATION_SIGMOID
+                                                                               : CUDNN_ACTIVATION_TANH;
+        TRAINHOST_CUDA_CHECK(cudnnSetActivationDescriptor(mode.get(), cudnn_mode, CUDNN_PROPAGATE_NAN, 0.0));
+    }
+};
+
+cudnnTensorDescriptor_t CudaBackend::vector_descriptor(std::size_t n) {
+    std::unique_ptr<VectorDescriptor>& slot = vector_descriptors_[n];
+    if (!slot) slot = std::make_unique<VectorDescriptor>(n);
+    return slot->tensor.get();
+}
+
+cudnnActivationDescriptor_t CudaBackend::activation_descriptor(Activation kind) {
+    std::unique_ptr<ActivationDescriptor>& slot = activation_descriptors_[static_cast<std::size_t>(kind)];
+    if (!slot) slot = std::make_unique<ActivationDescriptor>(kind);
+    return slot->mode.get();
+}
+
+CudaBackend::CudaBackend(int ordinal) : ordinal_(ordinal) {}
+CudaBackend::~CudaBackend() = default;
+
 std::size_t CudaBackend::conv_workspace(const ConvShape& s) const {
     activate();
     // Sized for the largest batch the layer will see; cuDNN needs a handle to ask.
     const ConvDescriptors d(s);
     std::size_t forward = 0, data = 0, filter = 0;
-    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(dnn_, d.x, d.w, d.conv, d.y, kForward, &forward));
-    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, d.w, d.y, d.conv, d.x, kBackwardData, &data));
-    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, d.x, d.y, d.conv, d.w, kBackwardFilter, &filter));
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionForwardWorkspaceSize(dnn_, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                                 kForward, &forward));
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(dnn_, d.w.get(), d.y.get(), d.conv.get(),
+                                                                      d.x.get(), kBackwardData, &data));
+    TRAINHOST_CUDA_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(dnn_, d.x.get(), d.y.get(), d.conv.get(),
+                                                                        d.w.get(), kBackwardFilter, &filter));
     return (std::max({forward, data, filter}) + sizeof(float) - 1) / sizeof(float) + 1;
 }
 
@@ -237,9 +322,9 @@ void CudaBackend::conv2d_forward(const ConvShape& s, const float* x, const float
     const ConvDescriptors& d = descriptors(s);
     const float one = 1.0f, zero = 0.0f;
     const std::size_t bytes = workspace.size * sizeof(float);
-    TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x, x, d.w, weight, d.conv, kForward, workspace.data, bytes,
-                                                 &zero, d.y, y));
-    TRAINHOST_CUDA_CHECK(cudnnAddTensor(dnn_, &one, d.bias, bias, &one, d.y, y));
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionForward(dnn_, &one, d.x.get(), x, d.w.get(), weight, d.conv.get(), kForward,
+                                                 workspace.data, bytes, &zero, d.y.get(), y));
+    TRAINHOST_CUDA_CHECK(cudnnAddTensor(dnn_, &one, d.bias.get(), bias, &one, d.y.get(), y));
 }
 
 void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
@@ -248,24 +333,33 @@ void CudaBackend::conv2d_backward(const ConvShape& s, const float* x, const floa
     const ConvDescriptors& d = descriptors(s);
     const float one = 1.0f, zero = 0.0f;
     const std::size_t bytes = workspace.size * sizeof(float);
-    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x, x, d.y, dy, d.conv, kBackwardFilter, workspace.data,
-                                                        bytes, &zero, d.w, dweight));
-    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardBias(dnn_, &one, d.y, dy, &zero, d.bias, dbias));
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardFilter(dnn_, &one, d.x.get(), x, d.y.get(), dy, d.conv.get(),
+                                                        kBackwardFilter, workspace.data, bytes, &zero, d.w.get(), dweight));
+    TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardBias(dnn_, &one, d.y.get(), dy, &zero, d.bias.get(), dbias));
     if (dx != nullptr)
-        TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardData(dnn_, &one, d.w, weight, d.y, dy, d.conv, kBackwardData,
-                                                          workspace.data, bytes, &zero, d.x, dx));
+        TRAINHOST_CUDA_CHECK(cudnnConvolutionBackwardData(dnn_, &one, d.w.get(), weight, d.y.get(), dy, d.conv.get(),
+                                                          kBackwardData, workspace.data, bytes, &zero, d.x.get(), dx));
 }
 
-// Pooling keeps the argmax of the forward pass, as on the CPU, so both backends share
-// one layer and one backward rule (cuDNN's pooling backward wants x and y instead).
-void CudaBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
+std::size_t CudaBackend::pool_indices(const PoolShape&) const { return 0; }
+
+// cuDNN refuses an empty batch, which the CPU's loops simply do nothing for.
+void CudaBackend::max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t*) {
     activate();
-    kc::max_pool2d_forward(s, x, y, argmax, stream_);
+    if (s.batch == 0) return;
+    const PoolDescriptors& d = descriptors(s);
+    const float one = 1.0f, zero = 0.0f;
+    TRAINHOST_CUDA_CHECK(cudnnPoolingForward(dnn_, d.pool.get(), &one, d.x.get(), x, &zero, d.y.get(), y));
 }
 
-void CudaBackend::max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx) {
+void CudaBackend::max_pool2d_backward(const PoolShape& s, const float* x, const float* y, const float* dy,
+                                      const std::int32_t*, float* dx) {
     activate();
-    kc::max_pool2d_backward(s, dy, argmax, dx, stream_);
+    if (s.batch == 0) return;
+    const PoolDescriptors& d = descriptors(s);
+    const float one = 1.0f, zero = 0.0f;
+    TRAINHOST_CUDA_CHECK(cudnnPoolingBackward(dnn_, d.pool.get(), &one, d.y.get(), y, d.y.get(), dy, d.x.get(), x, &zero,
+                                              d.x.get(), dx));
 }
 
 }  // namespace trainhost::device

@@ -57,7 +57,9 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.bias_gradient(c.as<float>(), d.as<float>(), kRows, kCols);
     for (const Activation kind : {Activation::relu, Activation::sigmoid, Activation::tanh}) {
         backend.activation_forward(kind, a.as<float>(), c.as<float>(), kCount);
-        backend.activation_backward(kind, c.as<float>(), b.as<float>(), d.as<float>(), kCount);
+        backend.activation_backward(kind, a.as<float>(), c.as<float>(), b.as<float>(), d.as<float>(), kCount);
+        backend.bias_activation_forward(kind, c.as<float>(), a.as<float>(), kRows, kCols);
+        backend.bias_activation_backward(kind, c.as<float>(), b.as<float>(), d.as<float>(), a.as<float>(), kRows, kCols);
     }
     backend.dropout_forward(a.as<float>(), keep.as<std::uint8_t>(), c.as<float>(), kCount, 0.5f);
     backend.dropout_backward(b.as<float>(), keep.as<std::uint8_t>(), d.as<float>(), kCount, 0.5f);
@@ -85,9 +87,8 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.conv2d_backward(conv, a.as<float>(), weight.as<float>(), b.as<float>(), dweight.as<float>(),
                             dbias.as<float>(), d.as<float>(), Workspace{workspace.as<float>(), workspace_floats});
     const PoolShape pool{2, 1, 4, 4, 2, 2};
-    WarmUpBuffer argmax(memory, kCount * sizeof(std::int32_t));
-    backend.max_pool2d_forward(pool, a.as<float>(), c.as<float>(), argmax.as<std::int32_t>());
-    backend.max_pool2d_backward(pool, b.as<float>(), argmax.as<std::int32_t>(), d.as<float>());
+    backend.max_pool2d_forward(pool, a.as<float>(), c.as<float>(), nullptr);
+    backend.max_pool2d_backward(pool, a.as<float>(), c.as<float>(), b.as<float>(), nullptr, d.as<float>());
     static_cast<void>(backend.kth_smallest_magnitude({Backend::MaskedSpan{c.as<float>(), nullptr, kCount}}, 1));
 }
 
