@@ -44,13 +44,15 @@ struct SessionOptions {
 // Device memory held by one owner at a moment.
 struct OwnerBytes {
     std::string owner;
-    std::uint64_t in_use = 0;
-    std::uint64_t reserved = 0;
+    std::uint64_t in_use = 0;     // device memory, as requested
+    std::uint64_t allocated = 0;  // device memory after rounding
+    std::uint64_t reserved = 0;   // device and pinned memory after rounding, plus objects
 };
 
 struct MemorySnapshot {
-    std::uint64_t in_use = 0;    // all devices, as requested
-    std::uint64_t reserved = 0;  // all devices, what the allocators hold
+    std::uint64_t in_use = 0;     // all devices, as requested
+    std::uint64_t allocated = 0;  // all devices, the ledger's leases after rounding
+    std::uint64_t reserved = 0;   // all devices, what the allocators hold
     std::vector<OwnerBytes> by_owner;
 };
 

@@ -92,7 +92,9 @@ MemorySnapshot Session::memory_snapshot() const {
     }
     for (resources::OwnerId owner = 0; owner < ledger_->owner_count(); ++owner) {
         const resources::OwnerUsage& usage = ledger_->usage(owner);
-        snapshot.by_owner.push_back(OwnerBytes{ledger_->owner_name(owner), usage.bytes_in_use, usage.bytes_reserved});
+        snapshot.by_owner.push_back(
+            OwnerBytes{ledger_->owner_name(owner), usage.bytes_in_use, usage.bytes_allocated, usage.bytes_reserved});
+        snapshot.allocated += usage.bytes_allocated;
     }
     return snapshot;
 }

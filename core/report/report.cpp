@@ -34,8 +34,14 @@ nlohmann::json lease_json(const resources::Leak& leak) {
 nlohmann::json memory_json(const lifecycle::MemorySnapshot& snapshot) {
     nlohmann::json owners = nlohmann::json::array();
     for (const auto& owner : snapshot.by_owner)
-        owners.push_back({{"owner", owner.owner}, {"bytes_in_use", owner.in_use}, {"bytes_reserved", owner.reserved}});
-    return {{"bytes_in_use", snapshot.in_use}, {"bytes_reserved", snapshot.reserved}, {"by_owner", std::move(owners)}};
+        owners.push_back({{"owner", owner.owner},
+                          {"bytes_in_use", owner.in_use},
+                          {"bytes_allocated", owner.allocated},
+                          {"bytes_reserved", owner.reserved}});
+    return {{"bytes_in_use", snapshot.in_use},
+            {"bytes_allocated", snapshot.allocated},
+            {"bytes_reserved", snapshot.reserved},
+            {"by_owner", std::move(owners)}};
 }
 
 }  // namespace
@@ -88,6 +94,7 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
         owners.push_back({{"owner", owner.name},
                           {"peak_bytes_in_use", owner.usage.peak_bytes_in_use},
                           {"bytes_in_use", owner.usage.bytes_in_use},
+                          {"bytes_allocated", owner.usage.bytes_allocated},
                           {"leases", owner.usage.leases}});
     root["owners"] = std::move(owners);
     // Plugins supply tags, metric keys and messages: bytes that are not UTF-8 become

@@ -44,7 +44,10 @@ void Ledger::free_upstream(const LeaseRecord& lease) noexcept {
 void Ledger::count_in(const LeaseRecord& lease) noexcept {
     OwnerUsage& usage = usage_[lease.owner];
     ++usage.leases;
-    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_in_use += lease.bytes_requested;
+    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) {
+        usage.bytes_in_use += lease.bytes_requested;
+        usage.bytes_allocated += lease.bytes_reserved;
+    }
     usage.bytes_reserved += lease.bytes_reserved;
     usage.peak_bytes_in_use = std::max(usage.peak_bytes_in_use, usage.bytes_in_use);
     ++leases_per_scope_[lease.scope];
@@ -53,7 +56,10 @@ void Ledger::count_in(const LeaseRecord& lease) noexcept {
 void Ledger::count_out(const LeaseRecord& lease) noexcept {
     OwnerUsage& usage = usage_[lease.owner];
     --usage.leases;
-    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_in_use -= lease.bytes_requested;
+    if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) {
+        usage.bytes_in_use -= lease.bytes_requested;
+        usage.bytes_allocated -= lease.bytes_reserved;
+    }
     usage.bytes_reserved -= lease.bytes_reserved;
     --leases_per_scope_[lease.scope];
 }
@@ -238,7 +244,9 @@ void Ledger::relocate_attached(device::DeviceIndex target) {
         devices_[lease.device]->memory().copy_to_host(staging.data(), lease.address, staging.size());
         destination.memory().copy_from_host(moved, staging.data(), staging.size());
         free_upstream(lease);
-        usage_[lease.owner].bytes_reserved += reserved - lease.bytes_reserved;
+        OwnerUsage& usage = usage_[lease.owner];
+        usage.bytes_reserved += reserved - lease.bytes_reserved;
+        if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_allocated += reserved - lease.bytes_reserved;
         lease.address = moved;
         lease.bytes_reserved = reserved;
         lease.device = target;

@@ -30,8 +30,9 @@ private:
 
 struct OwnerUsage {
     std::uint64_t leases = 0;
-    std::uint64_t bytes_in_use = 0;    // memory kinds, as requested
-    std::uint64_t bytes_reserved = 0;  // memory kinds after rounding, plus objects
+    std::uint64_t bytes_in_use = 0;     // device memory, as requested
+    std::uint64_t bytes_allocated = 0;  // device memory, after the allocator's rounding
+    std::uint64_t bytes_reserved = 0;   // device and pinned memory after rounding, plus objects
     std::uint64_t peak_bytes_in_use = 0;
     std::uint64_t budget = 0;          // device memory limit; 0 = none
 };

@@ -346,9 +346,29 @@ TEST_CASE("every resource kind is a real object, counted and checked the same wa
                                                  "--plugins=" + test_plugin("test_resource_user")}));
     REQUIRE(clean.exit_code == 0);
     CHECK_THAT(clean.last_line(), StartsWith("resources: clean"));
-    const auto owners = report_of(dir)["owners"];
+    const auto report = report_of(dir);
+    const auto owners = report["owners"];
     CHECK(owners[1]["owner"] == "test_resource_user");
     CHECK(owners[1]["peak_bytes_in_use"] == 256);  // device memory; pinned memory and objects are counted apart
+    {
+        INFO("requested, allocated and reserved at the epoch's end, while every lease is held");
+        const auto memory = report["fits"][0]["epochs"][0]["memory"];
+        const auto core = memory["by_owner"][0];
+        const auto user = memory["by_owner"][1];
+        REQUIRE(user["owner"] == "test_resource_user");
+        CHECK(user["bytes_in_use"] == 256);
+        CHECK(user["bytes_allocated"] == 256);  // 256 is already a multiple of the CPU's 64
+        // Also 256 pinned bytes, a stream, an event and two handles.
+        CHECK(user["bytes_reserved"].get<std::uint64_t>() > 512);
+        // The core's buffers hold floats: a 4-float bias is 16 bytes requested and 64 allocated.
+        CHECK(core["bytes_allocated"].get<std::uint64_t>() > core["bytes_in_use"].get<std::uint64_t>());
+        CHECK(core["bytes_allocated"].get<std::uint64_t>() % 64 == 0);
+        CHECK(memory["bytes_allocated"].get<std::uint64_t>() ==
+              core["bytes_allocated"].get<std::uint64_t>() + user["bytes_allocated"].get<std::uint64_t>());
+        CHECK(memory["bytes_in_use"].get<std::uint64_t>() ==
+              core["bytes_in_use"].get<std::uint64_t>() + user["bytes_in_use"].get<std::uint64_t>());
+        CHECK(report["fits"][0]["memory_after_teardown"]["bytes_allocated"] == 0);
+    }
     for (const char* kind : {"device_memory", "pinned_memory", "stream", "event", "blas_handle", "dnn_handle"}) {
         DYNAMIC_SECTION("forgetting a " << kind) {
             TempDir kind_dir;
