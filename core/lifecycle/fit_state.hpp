@@ -12,6 +12,15 @@
 
 namespace trainhost::lifecycle {
 
+// The batch as the host gathers it, for the largest batch: pinned memory of the
+// model's device, so that on a GPU each upload is one DMA copy from it (on the CPU
+// it is host memory like any other). Re-made, not copied, when the model moves.
+struct Session::HostBatch {
+    nn::Buffer features;
+    nn::Buffer labels;   // none without class labels
+    nn::Buffer targets;  // none without targets
+};
+
 // Everything that lives exactly as long as one fit.
 struct Session::FitState {
     std::unique_ptr<nn::Model> model;
@@ -20,9 +29,7 @@ struct Session::FitState {
     nn::Tensor targets;  // device copy of the batch's targets
     nn::Tensor loss_workspace;  // the backend's scratch for the loss (none on the CPU)
     std::unique_ptr<data::Batcher> batcher;
-    std::vector<float> host_features;
-    std::vector<std::int32_t> host_labels;
-    std::vector<float> host_targets;
+    HostBatch host;
     device::LossKind loss = device::LossKind::cross_entropy;
     bool stop_requested = false;
     std::string stop_reason;

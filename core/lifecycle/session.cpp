@@ -391,9 +391,7 @@ void Session::build_fit() {
         fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels", model_device_);
     if (train_.target_width > 0)
         fit.targets = nn::Tensor(*ledger_, {rows, train_.target_width}, TH_SCOPE_FIT, "batch.targets", model_device_);
-    fit.host_features.resize(rows * train_.feature_width());
-    fit.host_labels.resize(train_.classes > 0 ? rows : 0);
-    fit.host_targets.resize(rows * train_.target_width);
+    fit.host = make_host_batch(model_device_);
     fit.batcher = std::make_unique<data::Batcher>(train_, rows, config.data.shuffle, config.seed);
 }
 
@@ -460,10 +458,10 @@ void Session::predict_fit(FitRecord& record) {
     for (std::uint64_t pass = 0; pass < options_.config.predict_passes; ++pass) {
         state_.batch_index = pass;
         fit_step_ = pass;
-        const std::size_t rows = batcher.gather(pass % batcher.batches(), fit.host_features, fit.host_labels, fit.host_targets);
+        const std::size_t rows = gather_batch(batcher, pass % batcher.batches());
         state_.batch_samples = rows;
         dispatch(TH_HOOK_VAL_BATCH_START);
-        upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
+        upload_batch(rows);
         fit.model->forward(rows, false);
         dispatch(TH_HOOK_VAL_BATCH_END);
         check_scope(TH_SCOPE_STEP, "val_batch_end");

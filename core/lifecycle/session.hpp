@@ -126,6 +126,7 @@ public:
 
 private:
     struct FitState;
+    struct HostBatch;
     class FitFailure;
 
     void load_data();
@@ -137,8 +138,10 @@ private:
     // Returns the training samples it took in this process (a resumed epoch took some before).
     std::uint64_t train_epoch();
     void train_batch(std::size_t batch_index);
-    void upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
-                      const std::vector<float>& targets);
+    // Batch `batch` of `batcher` into the fit's host batch, then onto the model's device.
+    [[nodiscard]] std::size_t gather_batch(const data::Batcher& batcher, std::size_t batch);
+    void upload_batch(std::size_t rows);
+    [[nodiscard]] HostBatch make_host_batch(device::DeviceIndex device) const;
     void evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks);
     th_control dispatch(th_hook hook);
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);

@@ -54,13 +54,15 @@ void Session::apply_pending_move() {
     const device::DeviceIndex source = model_device_;
     FitState& fit = *fit_;
     device::Backend& backend = devices_[target]->backend();
-    // Scratch, nothing to copy: taken first, so that a target without room for it
+    // Scratch and the host batch, nothing to copy: taken first, so that a target without room for them
     // fails the move before anything has moved.
     nn::Tensor loss_workspace = make_loss_workspace(backend, target);
+    HostBatch host = make_host_batch(target);
     fit.model->move_to(target, backend);
     fit.optimizer->move_to(target, backend);
     fit.labels.move_to(target);
     fit.targets.move_to(target);
+    fit.host = std::move(host);
     fit.loss_workspace = std::move(loss_workspace);
     ledger_->relocate_attached(target);
     model_device_ = target;

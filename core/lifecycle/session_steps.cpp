@@ -42,10 +42,10 @@ std::uint64_t Session::train_epoch() {
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
-        const std::size_t rows = fit.batcher->gather(b, fit.host_features, fit.host_labels, fit.host_targets);
+        const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
-            upload_batch(rows, fit.host_features, fit.host_labels, fit.host_targets);
+            upload_batch(rows);
             fit.model->forward(rows, true);
             std::size_t batch_correct = 0;
             const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
@@ -96,21 +96,36 @@ nn::Tensor Session::make_loss_workspace(device::Backend& backend, device::Device
     return nn::Tensor(*ledger_, {floats}, TH_SCOPE_FIT, "loss.workspace", device);
 }
 
-void Session::upload_batch(std::size_t rows, const std::vector<float>& features, const std::vector<std::int32_t>& labels,
-                           const std::vector<float>& targets) {
+Session::HostBatch Session::make_host_batch(device::DeviceIndex device) const {
+    const std::size_t rows = fit_->model->max_rows();
+    const auto pinned = [&](std::size_t bytes, const char* tag) {
+        return bytes == 0 ? nn::Buffer() : nn::Buffer(*ledger_, bytes, TH_SCOPE_FIT, tag, device, TH_RESOURCE_PINNED_MEMORY);
+    };
+    return {pinned(rows * train_.feature_width() * sizeof(float), "batch.host_features"),
+            pinned(train_.classes > 0 ? rows * sizeof(std::int32_t) : 0, "batch.host_labels"),
+            pinned(rows * train_.target_width * sizeof(float), "batch.host_targets")};
+}
+
+std::size_t Session::gather_batch(const data::Batcher& batcher, std::size_t batch) {
+    const HostBatch& host = fit_->host;
+    return batcher.gather(batch, host.features.span<float>(), host.labels.span<std::int32_t>(),
+                          host.targets.span<float>());
+}
+
+void Session::upload_batch(std::size_t rows) {
     FitState& fit = *fit_;
     device::MemoryResource& memory = model_device_ref().memory();
-    memory.copy_from_host(fit.model->input(), features.data(), rows * train_.feature_width() * sizeof(float));
-    if (!labels.empty()) memory.copy_from_host(fit.labels.as<std::int32_t>(), labels.data(), rows * sizeof(std::int32_t));
-    if (!targets.empty()) memory.copy_from_host(fit.targets.data(), targets.data(), rows * train_.target_width * sizeof(float));
+    memory.copy_from_host(fit.model->input(), fit.host.features.as<float>(), rows * train_.feature_width() * sizeof(float));
+    if (fit.host.labels.bytes() > 0)
+        memory.copy_from_host(fit.labels.as<std::int32_t>(), fit.host.labels.as<std::int32_t>(),
+                              rows * sizeof(std::int32_t));
+    if (fit.host.targets.bytes() > 0)
+        memory.copy_from_host(fit.targets.data(), fit.host.targets.as<float>(), rows * train_.target_width * sizeof(float));
 }
 
 void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks) {
     FitState& fit = *fit_;
     data::Batcher batcher(dataset, fit.model->max_rows(), false, options_.config.seed);
-    std::vector<float> features(fit.host_features.size());
-    std::vector<std::int32_t> labels(fit.host_labels.size());
-    std::vector<float> targets(fit.host_targets.size());
     double loss_sum = 0;
     std::size_t correct = 0;
     std::size_t seen = 0;
@@ -120,10 +135,10 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
     for (std::size_t b = 0; b < batches; ++b) {
         state_.batch_index = b;
-        const std::size_t rows = batcher.gather(b, features, labels, targets);
+        const std::size_t rows = gather_batch(batcher, b);
         state_.batch_samples = rows;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_START);
-        upload_batch(rows, features, labels, targets);
+        upload_batch(rows);
         fit.model->forward(rows, false);
         std::size_t batch_correct = 0;
         loss_sum += static_cast<double>(rows) * batch_loss(rows, nullptr, &batch_correct);

@@ -1,11 +1,13 @@
 #include "nn/tensor.hpp"
 
+#include <stdexcept>
 #include <vector>
 
 namespace trainhost::nn {
 
 void Buffer::move_to(device::DeviceIndex target) {
     if (ledger_ == nullptr || target == device_) return;
+    if (kind_ != TH_RESOURCE_DEVICE_MEMORY) throw std::logic_error("Buffer::move_to: only device memory moves");
     const resources::LeaseRecord& record = ledger_->record(resources::kCoreOwner, handle_);
     Buffer moved(*ledger_, bytes_, record.scope, record.tag, target);
     device::MemoryResource& from = ledger_->device(device_).memory();

@@ -6,19 +6,24 @@
 #include "resources/ledger.hpp"
 
 #include <cstddef>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace trainhost::nn {
 
+// Device memory by default; pinned host memory of the device (TH_RESOURCE_PINNED_MEMORY)
+// for what the host fills and the device reads.
 class Buffer {
 public:
     Buffer() = default;
-    Buffer(resources::Ledger& ledger, std::size_t bytes, th_scope scope, std::string tag, device::DeviceIndex device)
-        : ledger_(&ledger), handle_(ledger.acquire(resources::kCoreOwner, TH_RESOURCE_DEVICE_MEMORY, bytes, scope,
-                                                   std::move(tag), device)),
-          address_(ledger.address(resources::kCoreOwner, handle_, 0, bytes)), bytes_(bytes), device_(device) {}
+    Buffer(resources::Ledger& ledger, std::size_t bytes, th_scope scope, std::string tag, device::DeviceIndex device,
+           th_resource_kind kind = TH_RESOURCE_DEVICE_MEMORY)
+        : ledger_(&ledger),
+          handle_(ledger.acquire(resources::kCoreOwner, kind, bytes, scope, std::move(tag), device)),
+          address_(ledger.address(resources::kCoreOwner, handle_, 0, bytes)), bytes_(bytes), device_(device),
+          kind_(kind) {}
     Buffer(const Buffer&) = delete;
     Buffer& operator=(const Buffer&) = delete;
     Buffer(Buffer&& other) noexcept { *this = std::move(other); }
@@ -30,6 +35,7 @@ public:
             address_ = std::exchange(other.address_, nullptr);
             bytes_ = std::exchange(other.bytes_, 0);
             device_ = other.device_;
+            kind_ = other.kind_;
         }
         return *this;
     }
@@ -50,13 +56,19 @@ public:
     [[nodiscard]] T* as() const noexcept {
         return static_cast<T*>(address_);
     }
+    // Host memory only (the CPU's, or pinned): the whole buffer as elements of T.
+    template <typename T>
+    [[nodiscard]] std::span<T> span() const noexcept {
+        return {as<T>(), bytes_ / sizeof(T)};
+    }
     [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
     [[nodiscard]] device::DeviceIndex device() const noexcept { return device_; }
     // Identifies the current storage; changes on every move.
     [[nodiscard]] std::uint64_t storage_id() const noexcept { return handle_.id; }
 
-    // Re-homes the buffer on `target`: a new lease there (same scope and tag), the
-    // contents copied, the old lease released, all before returning.
+    // Re-homes the buffer on `target`: a new lease there (same kind, scope and tag),
+    // the contents copied, the old lease released, all before returning. Device
+    // memory only: pinned memory is host memory, re-made rather than moved.
     void move_to(device::DeviceIndex target);
 
 private:
@@ -65,6 +77,7 @@ private:
     void* address_ = nullptr;
     std::size_t bytes_ = 0;
     device::DeviceIndex device_ = 0;
+    th_resource_kind kind_ = TH_RESOURCE_DEVICE_MEMORY;
 };
 
 class Tensor {

@@ -363,6 +363,10 @@ TEST_CASE("every resource kind is a real object, counted and checked the same wa
         // The core's buffers hold floats: a 4-float bias is 16 bytes requested and 64 allocated.
         CHECK(core["bytes_allocated"].get<std::uint64_t>() > core["bytes_in_use"].get<std::uint64_t>());
         CHECK(core["bytes_allocated"].get<std::uint64_t>() % 64 == 0);
+        // The core's batch is gathered in pinned memory (16 rows of 8 features and 8
+        // targets); the CPU core holds no objects.
+        CHECK(core["bytes_reserved"].get<std::uint64_t>() - core["bytes_allocated"].get<std::uint64_t>() ==
+              2 * 16 * 8 * sizeof(float));
         CHECK(memory["bytes_allocated"].get<std::uint64_t>() ==
               core["bytes_allocated"].get<std::uint64_t>() + user["bytes_allocated"].get<std::uint64_t>());
         CHECK(memory["bytes_in_use"].get<std::uint64_t>() ==
