@@ -5,6 +5,7 @@
 #include "nn/model.hpp"
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -122,4 +123,34 @@ TEST_CASE("a model move re-homes every buffer and changes no number", "[moves]")
     CHECK(std::vector<float>(model.output(), model.output() + rows * 3) == before);
     model.move_to(1, cpu1.backend());  // already there: nothing happens
     CHECK(ledger.live_leases() == leases);
+}
+
+TEST_CASE("a CNN's move re-makes its pooling indices on the target and changes no number", "[moves]") {
+    device::CpuDevice cpu0(0), cpu1(1);
+    resources::Ledger ledger({&cpu0, &cpu1});
+    constexpr std::size_t rows = 3;
+    config::ModelSpec spec{{{"conv2d", 2, 0, 3, 1, 1}, layer("relu"), {"max_pool2d", 0, 0, 2, 2, 0}, layer("flatten"),
+                            dense(6), layer("relu"), dense(3)},
+                           "cross_entropy"};
+    nn::Model model(spec, {1, 6, 6}, 3, nn::LayerContext{cpu0.backend(), ledger, rows, 0}, 11);
+    std::mt19937 rng(6);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> input(rows * 36);
+    for (float& v : input) v = value(rng);
+    const auto forward_backward = [&] {
+        std::copy(input.begin(), input.end(), model.input());
+        model.forward(rows, true);
+        std::fill(model.output_grad(), model.output_grad() + rows * 3, 0.25f);
+        model.backward(rows);
+        return std::vector<float>(model.parameters()[0]->grad.data(),
+                                  model.parameters()[0]->grad.data() + model.parameters()[0]->grad.numel());
+    };
+    const std::vector<float> before = forward_backward();
+    REQUIRE(std::any_of(before.begin(), before.end(), [](float g) { return g != 0.0f; }));
+    const std::size_t leases = ledger.live_leases();
+
+    model.move_to(1, cpu1.backend());
+    CHECK(ledger.leases_on(0).empty());
+    CHECK(ledger.live_leases() == leases);
+    CHECK(forward_backward() == before);  // the conv weight's gradient went through the pooling's indices
 }
