@@ -1,0 +1,186 @@
+// The --report file as a user meets it: checked before anything runs, written
+// through links and FIFOs, never lost silently, and always valid UTF-8.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+TEST_CASE("a --report path that cannot be written is a usage error before anything runs", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto refused = [&](const std::filesystem::path& report, const std::string& why) {
+        auto run = run_trainhost({"--config", config, "--report", report.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + report.string() + ": " + why + "\n");
+        CHECK(run.out.empty());  // not even the device line: nothing ran
+    };
+    SECTION("a directory that does not exist") {
+        refused(dir.path() / "missing" / "r.json", "directory " + (dir.path() / "missing").string() + " does not exist");
+    }
+    SECTION("a directory as the path") {
+        refused(dir.path(), "is a directory");
+        auto stray = dir.path();
+        stray += ".tmp";
+        CHECK(!std::filesystem::exists(stray));
+    }
+    SECTION("a file where the directory should be") {
+        auto file = dir.write("plain", "");
+        refused(file / "r.json", file.string() + " is not a directory");
+    }
+    SECTION("an input of the run, which would be lost before it is read") {
+        refused(config, "is the --config file");
+        CHECK(std::filesystem::exists(config));
+        auto checkpoint = dir.write("c.safetensors", "not read: refused before");
+        auto run = run_trainhost({"--config", config, "--resume", checkpoint.string(), "--report", checkpoint.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + checkpoint.string() + ": is the --resume file\n");
+        CHECK(std::filesystem::exists(checkpoint));
+        const std::string plugin = test_plugin("test_recorder");
+        run = run_trainhost({"--config", config, "--plugins=" + plugin, "--report", plugin});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --report " + plugin + ": is the plugin file\n");
+        CHECK(std::filesystem::exists(plugin));
+    }
+    SECTION("the checkpoint that --resume last or --weights last reads, in the checkpoint plugin's dirpath") {
+        const auto kept = dir.path() / "kept";
+        std::filesystem::create_directory(kept);
+        const auto last = dir.write("kept/last.safetensors", "not read: refused before");
+        const auto with_dirpath =
+            dir.write("ck.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"" + kept.string() + "\"\n")).string();
+        for (const char* option : {"--resume", "--weights"}) {
+            INFO(option);
+            auto run = run_trainhost({"--config", with_dirpath, option, "last", "--report", last.string()});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --report " + last.string() + ": is the " + option + " file\n");
+            CHECK(std::filesystem::exists(last));
+        }
+    }
+    SECTION("an empty path, which would silently mean none") {
+        for (const char* option : {"--report", "--resume", "--weights"}) {
+            auto run = run_trainhost({"--config", config, option, ""});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == test_support::usage_error(std::string(option) + ": needs a path, not ''"));
+        }
+    }
+    SECTION("a directory without write permission") {
+        if (::geteuid() == 0) {
+            WARN("running as root, which writes anywhere: the unwritable-directory case is not checked");
+            return;
+        }
+        auto locked = dir.path() / "locked";
+        std::filesystem::create_directory(locked);
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+        refused(locked / "r.json", "directory " + locked.string() + " is not writable (Permission denied)");
+        std::filesystem::permissions(locked, std::filesystem::perms::owner_all);
+    }
+}
+
+TEST_CASE("a --report to a FIFO is written into and the FIFO stays one", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto fifo = dir.path() / "report.fifo", copy = dir.path() / "copy.json";
+    // A reader copies what reaches the FIFO, as `--report >(jq .)` would read it (and
+    // gives up, rather than hang the test, if trainhost never opens it).
+    auto run = run_trainhost({"--config", config, "--report", fifo.string()},
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 cat '" + fifo.string() + "' >'" +
+                                 copy.string() + "' 2>/dev/null </dev/null & }");
+    CHECK(run.exit_code == 0);
+    struct stat status {};
+    REQUIRE(::stat(fifo.c_str(), &status) == 0);
+    CHECK(S_ISFIFO(status.st_mode));
+    // The reader ends when trainhost closes the FIFO; give it a moment to write.
+    nlohmann::json report;
+    for (int wait = 0; wait < 100 && report.is_null(); ++wait) {
+        report = nlohmann::json::parse(test_support::read_file(copy), nullptr, false);
+        if (report.is_discarded()) report = nullptr;
+        if (report.is_null()) ::usleep(50'000);
+    }
+    REQUIRE(report.is_object());
+    CHECK(report["exit_code"] == 0);
+}
+
+TEST_CASE("a --report reader that goes away loses the report but not the verdict", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3)).string();
+    const auto fifo = dir.path() / "report.fifo";
+    // A report of 100 fits outgrows the pipe's buffer; the reader takes 10 bytes and leaves.
+    auto run = run_trainhost({"--config", config, "--repeat", "100", "--report", fifo.string()},
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 head -c 10 '" + fifo.string() +
+                                 "' >/dev/null 2>&1 </dev/null & }");
+    CHECK(run.exit_code == 1);  // not killed by SIGPIPE
+    CHECK_THAT(run.err, EndsWith("error: --report " + fifo.string() + ": cannot write " + fifo.string() + ": Broken pipe\n"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
+TEST_CASE("a --report through a symbolic link writes the file it leads to and keeps the link", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config()).string();
+    const auto target = dir.write("runs-latest.json", "an earlier report");
+    const auto link = dir.path() / "report.json";
+    std::filesystem::create_symlink(target, link);
+    auto run = run_trainhost({"--config", config, "--report", link.string()});
+    CHECK(run.exit_code == 0);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK(nlohmann::json::parse(test_support::read_file(target))["exit_code"] == 0);
+}
+
+// A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
+// checks before the run pass and the report's own write fail at the end, as a full
+// disk would; the limit is above what the run prints and below the report's size.
+constexpr const char* kReportTooLarge = "trap '' XFSZ; ulimit -f 2";
+
+TEST_CASE("a report lost at the end still ends with the verdict, and the run's exit code when it failed",
+          "[cli][report]") {
+    TempDir dir;
+    auto report = dir.path() / "r.json";
+    auto temporary = report;
+    temporary += ".tmp";
+    const std::string lost = "error: --report " + report.string() + ": cannot write " + temporary.string() +
+                             ": File too large\n";
+    SECTION("a clean run exits 1: what it was asked for is missing") {
+        // An earlier run's report at the path is gone too: a script reads no stale file.
+        dir.write("r.json", "{\"from\": \"an earlier run\"}\n");
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--report", report.string()}, kReportTooLarge);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
+    SECTION("a failed run keeps its own exit code") {
+        auto config = dir.write("run.toml", tiny_config()).string();
+        auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()},
+                                 kReportTooLarge);
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, EndsWith(lost));
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    }
+    CHECK(!std::filesystem::exists(report));
+    CHECK(!std::filesystem::exists(temporary));
+}
+
+TEST_CASE("plugin text that is not UTF-8 reaches the report as U+FFFD", "[cli][report]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\ninvalid_utf8_tag = true\n")).string();
+    auto report = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, !Contains("--report"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
+    auto json = nlohmann::json::parse(test_support::read_file(report));
+    REQUIRE(json["violations"].size() == 1);
+    const std::string replaced = "forgotten\xEF\xBF\xBD";  // U+FFFD in UTF-8
+    CHECK(json["violations"][0]["tag"] == replaced);
+    CHECK_THAT(json["fits"][0]["failure"].get<std::string>(), Contains("tag=" + replaced + " "));
+    CHECK(json["exit_code"] == 3);
+}
