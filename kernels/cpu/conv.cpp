@@ -3,44 +3,73 @@
 #include "kernels/cpu/blas.hpp"
 
 #include <algorithm>
-#include <limits>
+#include <vector>
 
 namespace trainhost::kernels::cpu {
 
+namespace {
+
+// The output positions o in [0, outputs) whose input position o * stride + offset
+// lies inside [0, extent): one contiguous range, so that the loops below need no
+// bounds check per element.
+struct Inside {
+    int begin, end;
+};
+
+Inside inside(int outputs, int stride, int offset, int extent) {
+    const int begin = std::min(outputs, offset >= 0 ? 0 : (-offset + stride - 1) / stride);
+    const int last = extent - 1 - offset;  // the largest o * stride allowed
+    const int end = last < 0 ? 0 : last / stride + 1;
+    return {begin, std::clamp(end, begin, outputs)};
+}
+
+}  // namespace
+
 void im2col(const ConvShape& s, const float* image, float* columns) {
     const int oh = s.out_height(), ow = s.out_width();
-    for (int c = 0; c < s.channels; ++c)
+    for (int c = 0; c < s.channels; ++c) {
+        const float* plane = image + static_cast<std::size_t>(c) * s.height * s.width;
         for (int ki = 0; ki < s.kernel; ++ki)
             for (int kj = 0; kj < s.kernel; ++kj) {
                 float* row = columns + ((static_cast<std::size_t>(c) * s.kernel + ki) * s.kernel + kj) * oh * ow;
-                for (int y = 0; y < oh; ++y) {
-                    const int iy = y * s.stride - s.padding + ki;
-                    for (int x = 0; x < ow; ++x) {
-                        const int ix = x * s.stride - s.padding + kj;
-                        row[y * ow + x] = (iy >= 0 && iy < s.height && ix >= 0 && ix < s.width)
-                                              ? image[(static_cast<std::size_t>(c) * s.height + iy) * s.width + ix]
-                                              : 0.0f;
+                const Inside ys = inside(oh, s.stride, ki - s.padding, s.height);
+                const Inside xs = inside(ow, s.stride, kj - s.padding, s.width);
+                std::fill(row, row + static_cast<std::size_t>(ys.begin) * ow, 0.0f);
+                for (int y = ys.begin; y < ys.end; ++y) {
+                    float* out = row + static_cast<std::size_t>(y) * ow;
+                    const float* in = plane + static_cast<std::size_t>(y * s.stride - s.padding + ki) * s.width;
+                    std::fill(out, out + xs.begin, 0.0f);
+                    if (xs.begin == xs.end) {
+                    } else if (s.stride == 1) {
+                        std::copy(in + (xs.begin - s.padding + kj), in + (xs.end - s.padding + kj), out + xs.begin);
+                    } else {
+                        for (int x = xs.begin; x < xs.end; ++x) out[x] = in[x * s.stride - s.padding + kj];
                     }
+                    std::fill(out + xs.end, out + ow, 0.0f);
                 }
+                std::fill(row + static_cast<std::size_t>(ys.end) * ow, row + static_cast<std::size_t>(oh) * ow, 0.0f);
             }
+    }
 }
 
+// The same loop order as im2col, so each pixel sums its terms in a fixed order.
 void col2im(const ConvShape& s, const float* columns, float* image) {
     const int oh = s.out_height(), ow = s.out_width();
     std::fill(image, image + static_cast<std::size_t>(s.channels) * s.height * s.width, 0.0f);
-    for (int c = 0; c < s.channels; ++c)
+    for (int c = 0; c < s.channels; ++c) {
+        float* plane = image + static_cast<std::size_t>(c) * s.height * s.width;
         for (int ki = 0; ki < s.kernel; ++ki)
             for (int kj = 0; kj < s.kernel; ++kj) {
                 const float* row = columns + ((static_cast<std::size_t>(c) * s.kernel + ki) * s.kernel + kj) * oh * ow;
-                for (int y = 0; y < oh; ++y) {
-                    const int iy = y * s.stride - s.padding + ki;
-                    if (iy < 0 || iy >= s.height) continue;
-                    for (int x = 0; x < ow; ++x) {
-                        const int ix = x * s.stride - s.padding + kj;
-                        if (ix >= 0 && ix < s.width) image[(static_cast<std::size_t>(c) * s.height + iy) * s.width + ix] += row[y * ow + x];
-                    }
+                const Inside ys = inside(oh, s.stride, ki - s.padding, s.height);
+                const Inside xs = inside(ow, s.stride, kj - s.padding, s.width);
+                for (int y = ys.begin; y < ys.end; ++y) {
+                    const float* in = row + static_cast<std::size_t>(y) * ow;
+                    float* out = plane + static_cast<std::size_t>(y * s.stride - s.padding + ki) * s.width;
+                    for (int x = xs.begin; x < xs.end; ++x) out[x * s.stride - s.padding + kj] += in[x];
                 }
             }
+    }
 }
 
 void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
@@ -85,29 +114,40 @@ void conv2d_backward(const ConvShape& s, const float* x, const float* weight, co
     }
 }
 
+// A row of outputs at a time, window offset by window offset: each output's
+// comparisons depend on each other, but the outputs of a row do not, so the loop
+// over them runs without waiting (about five times faster than output by output).
 void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
     const int oh = s.out_height(), ow = s.out_width();
+    std::vector<float> best(ow);
+    std::vector<std::int32_t> best_index(ow);
     for (int n = 0; n < s.batch; ++n)
         for (int c = 0; c < s.channels; ++c) {
             const std::size_t plane = (static_cast<std::size_t>(n) * s.channels + c);
             const float* in = x + plane * s.height * s.width;
-            for (int oy = 0; oy < oh; ++oy)
+            for (int oy = 0; oy < oh; ++oy) {
+                const int top = oy * s.stride * s.width;
                 for (int ox = 0; ox < ow; ++ox) {
-                    float best = -std::numeric_limits<float>::infinity();
-                    int best_index = -1;
-                    for (int ki = 0; ki < s.kernel; ++ki)
-                        for (int kj = 0; kj < s.kernel; ++kj) {
-                            const int index = (oy * s.stride + ki) * s.width + ox * s.stride + kj;
-                            // NaN propagates, as in PyTorch: it wins against every number and stays.
-                            if (best_index < 0 || (best == best && !(in[index] <= best))) {
-                                best = in[index];
-                                best_index = index;
-                            }
-                        }
-                    const std::size_t out = plane * oh * ow + static_cast<std::size_t>(oy) * ow + ox;
-                    y[out] = best;
-                    if (argmax) argmax[out] = best_index;
+                    best_index[ox] = top + ox * s.stride;
+                    best[ox] = in[best_index[ox]];
                 }
+                for (int ki = 0; ki < s.kernel; ++ki)
+                    for (int kj = 0; kj < s.kernel; ++kj) {
+                        const int offset = top + ki * s.width + kj;
+                        for (int ox = 0; ox < ow; ++ox) {
+                            const int index = offset + ox * s.stride;
+                            const float value = in[index];
+                            // NaN propagates, as in PyTorch: it wins against every number and
+                            // stays. Ties keep the first maximum.
+                            const bool takes = best[ox] == best[ox] && !(value <= best[ox]);
+                            best[ox] = takes ? value : best[ox];
+                            best_index[ox] = takes ? index : best_index[ox];
+                        }
+                    }
+                const std::size_t out = plane * oh * ow + static_cast<std::size_t>(oy) * ow;
+                std::copy(best.begin(), best.end(), y + out);
+                if (argmax) std::copy(best_index.begin(), best_index.end(), argmax + out);
+            }
         }
 }
 

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <random>
@@ -579,6 +580,111 @@ TEST_CASE("conv2d forward matches a direct loop and col2im is im2col's adjoint",
     for (std::size_t i = 0; i < cols.size(); ++i) left += double(unfolded[i]) * cols[i];
     for (std::size_t i = 0; i < image.size(); ++i) right += double(image[i]) * folded[i];
     CHECK(left == Approx(right).epsilon(1e-6));
+}
+
+namespace {
+
+// The plain definitions, with a bounds check per element: the kernels skip those
+// checks by computing each row's valid range, and must give the same bits. visit gets
+// each entry of the unfolded matrix with its pixel (-1 in the padding), in order.
+template <typename Visit>
+void for_each_unfolded(const cpu::ConvShape& s, Visit visit) {
+    const int oh = s.out_height(), ow = s.out_width();
+    for (int c = 0; c < s.channels; ++c)
+        for (int ki = 0; ki < s.kernel; ++ki)
+            for (int kj = 0; kj < s.kernel; ++kj)
+                for (int y = 0; y < oh; ++y)
+                    for (int x = 0; x < ow; ++x) {
+                        const int iy = y * s.stride - s.padding + ki, ix = x * s.stride - s.padding + kj;
+                        const bool inside = iy >= 0 && iy < s.height && ix >= 0 && ix < s.width;
+                        visit((((c * s.kernel + ki) * s.kernel + kj) * oh + y) * ow + x,
+                              inside ? (c * s.height + iy) * s.width + ix : -1);
+                    }
+}
+
+void reference_im2col(const cpu::ConvShape& s, const float* image, float* columns) {
+    for_each_unfolded(s, [&](int entry, int pixel) { columns[entry] = pixel < 0 ? 0.0f : image[pixel]; });
+}
+
+void reference_col2im(const cpu::ConvShape& s, const float* columns, float* image) {
+    std::fill(image, image + s.channels * s.height * s.width, 0.0f);
+    for_each_unfolded(s, [&](int entry, int pixel) {
+        if (pixel >= 0) image[pixel] += columns[entry];
+    });
+}
+
+// First maximum wins; a NaN wins against every number and stays.
+void reference_max_pool2d(const cpu::PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
+    const int oh = s.out_height(), ow = s.out_width();
+    for (int plane = 0; plane < s.batch * s.channels; ++plane)
+        for (int oy = 0; oy < oh; ++oy)
+            for (int ox = 0; ox < ow; ++ox) {
+                int best = -1;
+                for (int ki = 0; ki < s.kernel; ++ki)
+                    for (int kj = 0; kj < s.kernel; ++kj) {
+                        const int index = (oy * s.stride + ki) * s.width + ox * s.stride + kj;
+                        const float v = x[plane * s.height * s.width + index];
+                        const float b = best < 0 ? 0.0f : x[plane * s.height * s.width + best];
+                        if (best < 0 || (!std::isnan(b) && (std::isnan(v) || v > b))) best = index;
+                    }
+                y[(plane * oh + oy) * ow + ox] = x[plane * s.height * s.width + best];
+                argmax[(plane * oh + oy) * ow + ox] = best;
+            }
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("im2col and col2im give the bits of the plain definition for every stride, padding and kernel",
+          "[kernels][conv]") {
+    std::mt19937 rng(12);
+    // batch, channels, height, width, filters, kernel, stride, padding: stride 1 (the
+    // copying path), 2 and 3; padding from 0 to more than the kernel reaches; windows
+    // that cover a border column only, or none of a row.
+    for (const cpu::ConvShape& s : {cpu::ConvShape{1, 2, 7, 6, 1, 3, 1, 1}, cpu::ConvShape{1, 3, 9, 5, 1, 3, 2, 1},
+                                    cpu::ConvShape{1, 1, 5, 8, 1, 5, 1, 2}, cpu::ConvShape{1, 2, 6, 7, 1, 2, 3, 0},
+                                    cpu::ConvShape{1, 1, 2, 3, 1, 5, 1, 4}, cpu::ConvShape{1, 2, 4, 4, 1, 1, 2, 3},
+                                    cpu::ConvShape{1, 1, 11, 10, 1, 4, 3, 2}}) {
+        INFO(s.channels << "x" << s.height << "x" << s.width << ", kernel " << s.kernel << ", stride " << s.stride
+                        << ", padding " << s.padding);
+        REQUIRE(s.out_height() > 0);
+        const auto image = random_values(rng, static_cast<std::size_t>(s.channels) * s.height * s.width);
+        std::vector<float> got(s.column_size(), kNaN), expected(s.column_size());
+        cpu::im2col(s, image.data(), got.data());
+        reference_im2col(s, image.data(), expected.data());
+        CHECK(same_bits(got, expected));
+
+        const auto columns = random_values(rng, s.column_size());
+        std::vector<float> folded(image.size(), kNaN), expected_folded(image.size());
+        cpu::col2im(s, columns.data(), folded.data());
+        reference_col2im(s, columns.data(), expected_folded.data());
+        CHECK(same_bits(folded, expected_folded));
+    }
+}
+
+TEST_CASE("max_pool2d gives the plain definition's values and indices, with ties and NaN", "[kernels][conv]") {
+    std::mt19937 rng(13);
+    for (const cpu::PoolShape& s : {cpu::PoolShape{2, 3, 8, 8, 2, 2}, cpu::PoolShape{1, 2, 9, 7, 3, 2},
+                                    cpu::PoolShape{2, 1, 5, 6, 3, 1}, cpu::PoolShape{1, 2, 7, 9, 2, 3}}) {
+        INFO(s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << ", kernel " << s.kernel
+                     << ", stride " << s.stride);
+        auto x = random_values(rng, static_cast<std::size_t>(s.batch) * s.channels * s.height * s.width);
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            if (i % 3 == 0) x[i] = std::round(x[i]);  // ties
+            if (i % 17 == 5) x[i] = kNaN;
+        }
+        const std::size_t outputs = static_cast<std::size_t>(s.batch) * s.channels * s.out_height() * s.out_width();
+        std::vector<float> y(outputs), expected_y(outputs);
+        std::vector<std::int32_t> argmax(outputs, -7), expected_argmax(outputs);
+        cpu::max_pool2d_forward(s, x.data(), y.data(), argmax.data());
+        reference_max_pool2d(s, x.data(), expected_y.data(), expected_argmax.data());
+        CHECK(argmax == expected_argmax);
+        CHECK(same_bits(y, expected_y));
+        CHECK(std::any_of(y.begin(), y.end(), [](float v) { return std::isnan(v); }));
+    }
 }
 
 TEST_CASE("max_pool2d takes the maximum, routes gradients to it, and propagates NaN", "[kernels][conv]") {
