@@ -16,7 +16,9 @@
 #include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
+#include <exception>
 #include <iostream>
+#include <optional>
 #include <sstream>
 
 #ifndef TRAINHOST_VERSION
@@ -90,16 +92,9 @@ std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<
 }
 
 // The file a --resume or --weights value names, "last" resolved as the run will
-// resolve it. A config that does not load fails the run later, on its own; "last"
-// then means the default directory's file.
-std::string checkpoint_input(const std::string& value, const std::string& config_file) {
-    if (value != "last") return value;
-    config::RunConfig config;
-    try {
-        config = config::load_run_config(config_file);
-    } catch (const std::exception&) {
-    }
-    return lifecycle::last_checkpoint_file(config).string();
+// resolve it.
+std::string checkpoint_input(const std::string& value, const config::RunConfig& config) {
+    return value == "last" ? lifecycle::last_checkpoint_file(config).string() : value;
 }
 
 int list_plugins() {
@@ -138,10 +133,10 @@ struct TrainArguments {
     bool verbose = false;
 };
 
-int train(const TrainArguments& args) {
+int train(const TrainArguments& args, config::RunConfig config) {
     const lifecycle::InterruptHandler interrupts;
     lifecycle::SessionOptions options;
-    options.config = config::load_run_config(args.config);
+    options.config = std::move(config);
     if (args.epochs) options.config.epochs = *args.epochs;
     if (args.seed) options.config.seed = *args.seed;
     if (args.device) {
@@ -296,12 +291,24 @@ int run_command(int argc, char** argv) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;
         }
+        // Read once (it may be a pipe). A config that does not load fails the run only
+        // after the report path is checked and an earlier report removed, as any
+        // failed run; "last" then means the default directory's file.
+        std::optional<config::RunConfig> config;
+        std::exception_ptr config_error;
+        try {
+            config = config::load_run_config(args.config);
+        } catch (...) {
+            config_error = std::current_exception();
+        }
+        const config::RunConfig resolving = config.value_or(config::RunConfig{});
         auto inputs = plugin_files(split_list(args.plugins));
         inputs.insert(inputs.end(), {{"--config", args.config},
-                                     {"--resume", checkpoint_input(args.resume, args.config)},
-                                     {"--weights", checkpoint_input(args.weights, args.config)}});
+                                     {"--resume", checkpoint_input(args.resume, resolving)},
+                                     {"--weights", checkpoint_input(args.weights, resolving)}});
         prepare_output_file("--report", args.report, inputs);
-        return train(args);
+        if (config_error) std::rethrow_exception(config_error);
+        return train(args, std::move(*config));
     } catch (const ConfigError& e) {
         std::cerr << "error: " << e.what() << '\n';
         return kExitUsage;

@@ -143,6 +143,20 @@ TEST_CASE("a plugin option holding a NUL character is refused before the plugin 
     CHECK_FALSE(std::filesystem::exists(cut_short));
 }
 
+TEST_CASE("a config that can be read once, such as a pipe, is read once with --resume last", "[cli][config]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", tiny_config());
+    const auto fifo = dir.path() / "run.fifo";
+    // One writer; a second, late one only unblocks a trainhost that opened the FIFO
+    // again, so that such a regression fails instead of hanging.
+    auto run = run_trainhost({"--config", fifo.string(), "--resume", "last"},
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 cat '" + config.string() + "' >'" +
+                                 fifo.string() + "' 2>/dev/null </dev/null & } && { timeout 30 sh -c \"sleep 10; : >'" +
+                                 fifo.string() + "'\" >/dev/null 2>&1 </dev/null & }");
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
+}
+
 TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
     TempDir dir;
     auto directory = run_trainhost({"--config", dir.path().string()});
