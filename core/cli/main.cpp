@@ -301,7 +301,8 @@ int run_command(int argc, char** argv) {
         } catch (...) {
             config_error = std::current_exception();
         }
-        const config::RunConfig resolving = config.value_or(config::RunConfig{});
+        const config::RunConfig defaults;
+        const config::RunConfig& resolving = config ? *config : defaults;
         auto inputs = plugin_files(split_list(args.plugins));
         inputs.insert(inputs.end(), {{"--config", args.config},
                                      {"--resume", checkpoint_input(args.resume, resolving)},

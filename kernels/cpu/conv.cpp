@@ -117,6 +117,9 @@ void conv2d_backward(const ConvShape& s, const float* x, const float* weight, co
 // A row of outputs at a time, window offset by window offset: each output's
 // comparisons depend on each other, but the outputs of a row do not, so the loop
 // over them runs without waiting (about five times faster than output by output).
+// The running maxima live in two small vectors per call: kept in the output rows
+// instead, which the compiler cannot prove apart from the input, the CNN trained
+// about 15% slower.
 void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
     const int oh = s.out_height(), ow = s.out_width();
     std::vector<float> best(ow);

@@ -64,22 +64,6 @@ void add_row_bias(float* y, const float* bias, std::size_t rows, std::size_t col
     }
 }
 
-void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
-    // Large batches sum many terms per column; a double accumulator keeps the
-    // result essentially exact, which matters for a reference implementation.
-    // Rows are walked in order so memory access stays contiguous.
-    std::vector<double> column_sums(cols, 0.0);
-    for (std::size_t r = 0; r < rows; ++r) {
-        const float* row = dy + r * cols;
-        for (std::size_t c = 0; c < cols; ++c) {
-            column_sums[c] += static_cast<double>(row[c]);
-        }
-    }
-    for (std::size_t c = 0; c < cols; ++c) {
-        dbias[c] = static_cast<float>(column_sums[c]);
-    }
-}
-
 namespace {
 
 // One value of each activation and of its derivative from the output: the array
@@ -130,7 +114,12 @@ void add_bias_then(float* y, const float* bias, std::size_t rows, std::size_t co
     }
 }
 
-// Column sums in double, rows in order, as bias_gradient does.
+float identity_gradient(float, float dy) { return dy; }
+
+// dz = the gradient through the activation, and its column sums into dbias. Large
+// batches sum many terms per column: a double accumulator keeps the result
+// essentially exact, which matters for a reference implementation; rows are walked
+// in order so memory access stays contiguous. dz null: the sums alone.
 template <float (*Gradient)(float, float)>
 void gradient_then_column_sums(const float* y, const float* dy, float* dz, float* dbias, std::size_t rows,
                                std::size_t cols) {
@@ -138,14 +127,19 @@ void gradient_then_column_sums(const float* y, const float* dy, float* dz, float
     for (std::size_t r = 0; r < rows; ++r) {
         const std::size_t row = r * cols;
         for (std::size_t c = 0; c < cols; ++c) {
-            dz[row + c] = Gradient(y[row + c], dy[row + c]);
-            column_sums[c] += static_cast<double>(dz[row + c]);
+            const float g = Gradient(y[row + c], dy[row + c]);
+            if (dz != nullptr) dz[row + c] = g;
+            column_sums[c] += static_cast<double>(g);
         }
     }
     for (std::size_t c = 0; c < cols; ++c) dbias[c] = static_cast<float>(column_sums[c]);
 }
 
 }  // namespace
+
+void bias_gradient(const float* dy, float* dbias, std::size_t rows, std::size_t cols) {
+    gradient_then_column_sums<identity_gradient>(dy, dy, nullptr, dbias, rows, cols);
+}
 
 void relu_forward(const float* x, float* y, std::size_t n) { map_values<relu_value>(x, y, n); }
 void relu_backward(const float* y, const float* dy, float* dx, std::size_t n) {
