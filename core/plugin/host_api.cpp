@@ -328,16 +328,21 @@ th_status owner_count(th_host* host, std::uint32_t* out) {
 
 th_status owner_usage(th_host* host, std::uint32_t owner, th_owner_usage* out) {
     return guarded(host, "owner_usage", kAlways, [&] {
-        if (out == nullptr || out->struct_size < sizeof(th_owner_usage))
+        // A plugin built before ABI 1.3 has no room for bytes_allocated.
+        if (out == nullptr || out->struct_size < offsetof(th_owner_usage, bytes_allocated))
             return fail(host, TH_INVALID_ARGUMENT, "owner_usage needs a th_owner_usage with struct_size set");
         resources::Ledger& ledger = host->services->ledger();
         if (owner >= ledger.owner_count()) return fail(host, TH_INVALID_ARGUMENT, fmt::format("no owner {}", owner));
         const resources::OwnerUsage& usage = ledger.usage(owner);
-        out->name = ledger.owner_name(owner).c_str();
-        out->leases = usage.leases;
-        out->bytes_in_use = usage.bytes_in_use;
-        out->bytes_reserved = usage.bytes_reserved;
-        out->peak_bytes_in_use = usage.peak_bytes_in_use;
+        th_owner_usage filled{};
+        filled.struct_size = std::min<std::uint32_t>(out->struct_size, sizeof filled);
+        filled.name = ledger.owner_name(owner).c_str();
+        filled.leases = usage.leases;
+        filled.bytes_in_use = usage.bytes_in_use;
+        filled.bytes_reserved = usage.bytes_reserved;
+        filled.peak_bytes_in_use = usage.peak_bytes_in_use;
+        filled.bytes_allocated = usage.bytes_allocated;
+        std::memcpy(out, &filled, filled.struct_size);
         return TH_OK;
     });
 }

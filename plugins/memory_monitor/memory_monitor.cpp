@@ -1,10 +1,11 @@
-// memory_monitor: device memory in use and reserved, by owner, once per epoch (like
-// CUDA.jl's pool_status), and a warning when an owner's bytes in use grow from one
+// memory_monitor: device memory in use, allocated and reserved, by owner, once per
+// epoch (like CUDA.jl's pool_status), and a warning when an owner's bytes in use grow from one
 // epoch to the next with nothing in its scopes to explain it.
 //
 // What is reported when:
-//   - epoch_end: the table (option `log`) and the metrics memory_in_use_bytes and
-//     memory_reserved_bytes (totals over owners), so loggers and the report see them.
+//   - epoch_end: the table (option `log`) and the metrics memory_in_use_bytes,
+//     memory_allocated_bytes and memory_reserved_bytes (totals over owners), so
+//     loggers and the report see them.
 //     This is memory as it stands at the epoch's end, epoch-scoped leases included.
 //   - growth is judged elsewhere. At epoch_end, epoch-scoped leases may still be
 //     held legitimately: the core checks the epoch scope only after every plugin's
@@ -44,7 +45,8 @@ public:
     static constexpr const char* version = "1.0.0";
     static constexpr const char* description = "device memory by owner per epoch, with a warning on unexplained growth";
     // Written before loggers (which read "metrics") run their epoch_end.
-    static constexpr const char* writes = "metric:memory_in_use_bytes,metric:memory_reserved_bytes";
+    static constexpr const char* writes =
+        "metric:memory_in_use_bytes,metric:memory_allocated_bytes,metric:memory_reserved_bytes";
     static constexpr th_option_spec options[] = {
         {"log", TH_OPTION_BOOL, "true", "print the memory table at every epoch end"},
         {"growth_tolerance_bytes", TH_OPTION_INT, "0", "growth per epoch and owner that is not warned about"},
@@ -63,14 +65,16 @@ public:
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         const auto usages = ctx.owner_usages();
-        std::uint64_t in_use = 0, reserved = 0;
+        Totals totals;
         for (const th_owner_usage& usage : usages) {
-            in_use += usage.bytes_in_use;
-            reserved += usage.bytes_reserved;
+            totals.in_use += usage.bytes_in_use;
+            totals.allocated += usage.bytes_allocated;
+            totals.reserved += usage.bytes_reserved;
         }
-        ctx.set_metric("memory_in_use_bytes", static_cast<double>(in_use));
-        ctx.set_metric("memory_reserved_bytes", static_cast<double>(reserved));
-        if (log_) ctx.info(table(state, usages, in_use, reserved));
+        ctx.set_metric("memory_in_use_bytes", static_cast<double>(totals.in_use));
+        ctx.set_metric("memory_allocated_bytes", static_cast<double>(totals.allocated));
+        ctx.set_metric("memory_reserved_bytes", static_cast<double>(totals.reserved));
+        if (log_) ctx.info(table(state, usages, totals));
         epoch_ended_ = true;
         ended_epoch_ = state.epoch;
     }
@@ -79,21 +83,25 @@ public:
     void on_fit_end(Context& ctx) override { compare(ctx); }
 
 private:
+    struct Totals {
+        std::uint64_t in_use = 0, allocated = 0, reserved = 0;
+    };
+
     // One block per epoch: the totals, then one line per owner that holds or held memory.
     static std::string table(const trainhost::sdk::TrainState& state, const std::vector<th_owner_usage>& usages,
-                             std::uint64_t in_use, std::uint64_t reserved) {
+                             const Totals& totals) {
         std::string text = "memory after epoch " + std::to_string(state.epoch + 1) + "/" +
-                           std::to_string(state.max_epochs) + ": " + human_bytes(in_use) + " in use, " +
-                           human_bytes(reserved) + " reserved";
+                           std::to_string(state.max_epochs) + ": " + human_bytes(totals.in_use) + " in use, " +
+                           human_bytes(totals.allocated) + " allocated, " + human_bytes(totals.reserved) + " reserved";
         std::size_t width = 0;
         for (const th_owner_usage& usage : usages) width = std::max(width, std::strlen(usage.name ? usage.name : ""));
         for (const th_owner_usage& usage : usages) {
             if (usage.leases == 0 && usage.peak_bytes_in_use == 0) continue;
             char line[256];
-            std::snprintf(line, sizeof line, "\n  %-*s %10s in use %10s reserved %10s peak %6llu leases",
+            std::snprintf(line, sizeof line, "\n  %-*s %10s in use %10s allocated %10s reserved %10s peak %6llu leases",
                           static_cast<int>(width), usage.name ? usage.name : "", human_bytes(usage.bytes_in_use).c_str(),
-                          human_bytes(usage.bytes_reserved).c_str(), human_bytes(usage.peak_bytes_in_use).c_str(),
-                          static_cast<unsigned long long>(usage.leases));
+                          human_bytes(usage.bytes_allocated).c_str(), human_bytes(usage.bytes_reserved).c_str(),
+                          human_bytes(usage.peak_bytes_in_use).c_str(), static_cast<unsigned long long>(usage.leases));
             text += line;
         }
         return text;

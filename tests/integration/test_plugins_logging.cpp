@@ -198,12 +198,17 @@ TEST_CASE("memory_monitor prints memory by owner per epoch and sets memory metri
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     CHECK_THAT(run.out, Contains("memory after epoch 1/2: ") && Contains("memory after epoch 2/2: ") &&
-                            Contains("\n  core ") && Contains(" in use ") && Contains(" peak "));
+                            Contains("\n  core ") && Contains(" in use ") && Contains(" allocated ") && Contains(" peak "));
     CHECK(run.err.find("memory_monitor") == std::string::npos);  // a clean run: no warning
     const auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "report.json"));
     for (const auto& epoch : report["fits"][0]["epochs"]) {
         CHECK(epoch["metrics"]["memory_in_use_bytes"].get<double>() > 0);
-        CHECK(epoch["metrics"]["memory_reserved_bytes"].get<double>() >= epoch["metrics"]["memory_in_use_bytes"].get<double>());
+        const double in_use = epoch["metrics"]["memory_in_use_bytes"].get<double>();
+        const double allocated = epoch["metrics"]["memory_allocated_bytes"].get<double>();
+        CHECK(allocated >= in_use);
+        CHECK(epoch["metrics"]["memory_reserved_bytes"].get<double>() >= allocated);
+        // The same totals as the core's own snapshot of that epoch's end.
+        CHECK(allocated == epoch["memory"]["bytes_allocated"].get<double>());
     }
     const Csv csv = read_csv(dir.path() / "metrics.csv");
     CHECK(!csv.rows.at(2).at("memory_in_use_bytes").empty());  // the first epoch row

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 2
+#define TH_ABI_MINOR 3
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -197,8 +197,12 @@ typedef struct th_owner_usage {
     const char* name;         /* "core" or the plugin's name */
     uint64_t leases;
     uint64_t bytes_in_use;    /* device memory, as requested */
-    uint64_t bytes_reserved;  /* device memory after rounding, plus other kinds */
+    uint64_t bytes_reserved;  /* device and pinned memory after rounding, plus other kinds */
     uint64_t peak_bytes_in_use;
+    /* ABI 1.3: device memory after the allocator's rounding (in_use <= allocated <=
+     * reserved). A host of ABI 1.2 or older does not write it: read it only when the
+     * struct_size owner_usage returned covers it (the SDK sees to that). */
+    uint64_t bytes_allocated;
 } th_owner_usage;
 
 /* Functions the host offers to a plugin. Each checks the caller's phase and

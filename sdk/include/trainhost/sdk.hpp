@@ -17,6 +17,7 @@
 #include "trainhost/nearest_name.hpp"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -295,7 +296,8 @@ public:
         throw Error(TH_NOT_FOUND, message);
     }
 
-    // Memory held by each owner (index 0 is the core).
+    // Memory held by each owner (index 0 is the core). From a host older than ABI 1.3,
+    // bytes_allocated is 0 and struct_size stops short of it.
     [[nodiscard]] std::vector<th_owner_usage> owner_usages() const {
         std::uint32_t count = 0;
         link_.check(link_.api().owner_count(link_.host(), &count), "owner_count");
@@ -303,6 +305,8 @@ public:
         for (std::uint32_t i = 0; i < count; ++i) {
             all[i].struct_size = sizeof(th_owner_usage);
             link_.check(link_.api().owner_usage(link_.host(), i, &all[i]), "owner_usage");
+            // A 1.2 host writes every field it knows and leaves struct_size as it was.
+            if (link_.api().abi_minor < 3) all[i].struct_size = offsetof(th_owner_usage, bytes_allocated);
         }
         return all;
     }
