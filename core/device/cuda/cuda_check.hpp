@@ -11,8 +11,38 @@
 
 namespace trainhost::device::cuda_detail {
 
+// A fault a kernel hit surfaces at whatever call next waits for the device, often a
+// copy or a synchronize far from the kernel; such an error says so.
+[[nodiscard]] inline bool asynchronous_fault(cudaError_t status) noexcept {
+    switch (status) {
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorHardwareStackError:
+    case cudaErrorAssert:
+    case cudaErrorLaunchTimeout: return true;
+    default: return false;
+    }
+}
+[[nodiscard]] inline std::string describe(cudaError_t status) {
+    std::string text = cudaGetErrorString(status);
+    if (asynchronous_fault(status))
+        text += " (a fault of earlier asynchronous work, not necessarily of this call; CUDA_LAUNCH_BLOCKING=1 "
+                "reports it at the kernel that caused it)";
+    return text;
+}
+// Clears the runtime's last-error state, which every failed call sets, so that the
+// next kernel launch's check does not report this failure under its own name.
+inline void forget_failure(cudaError_t status) noexcept {
+    if (status != cudaSuccess) cudaGetLastError();
+}
 inline void check(cudaError_t status, const char* call) {
-    if (status != cudaSuccess) throw std::runtime_error(std::string(call) + ": " + cudaGetErrorString(status));
+    if (status == cudaSuccess) return;
+    forget_failure(status);
+    throw std::runtime_error(std::string(call) + ": " + describe(status));
 }
 inline void check(cublasStatus_t status, const char* call) {
     if (status != CUBLAS_STATUS_SUCCESS)
@@ -30,9 +60,9 @@ inline void check(cudnnStatus_t status, const char* call) {
 }
 inline bool out_of_memory(cudaError_t status, std::string_view device, const char* call) {
     if (status == cudaSuccess) return false;
-    cudaGetLastError();  // clear the last-error state for the next call
+    forget_failure(status);
     if (status == cudaErrorMemoryAllocation) return true;
-    fail(device, call, cudaGetErrorString(status));
+    fail(device, call, describe(status).c_str());
 }
 inline bool out_of_memory(cublasStatus_t status, std::string_view device, const char* call) {
     if (status == CUBLAS_STATUS_SUCCESS) return false;

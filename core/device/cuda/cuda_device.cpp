@@ -10,6 +10,7 @@
 
 namespace trainhost::device {
 
+using cuda_detail::forget_failure;
 using cuda_detail::out_of_memory;
 
 namespace {
@@ -51,9 +52,9 @@ CudaMemoryResource::CudaMemoryResource(int ordinal, std::string name) : ordinal_
 
 CudaMemoryResource::~CudaMemoryResource() {
     if (pool_ != nullptr) {
-        cudaSetDevice(ordinal_);
-        if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-        cudaMemPoolDestroy(pool_);
+        forget_failure(cudaSetDevice(ordinal_));
+        if (stream_ != nullptr) forget_failure(cudaStreamSynchronize(stream_));
+        forget_failure(cudaMemPoolDestroy(pool_));
     }
 }
 
@@ -71,8 +72,8 @@ void* CudaMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) {
 
 void CudaMemoryResource::deallocate(void* address, std::size_t bytes, std::size_t) noexcept {
     if (address == nullptr) return;
-    cudaSetDevice(ordinal_);
-    cudaFreeAsync(address, stream_);
+    forget_failure(cudaSetDevice(ordinal_));
+    forget_failure(cudaFreeAsync(address, stream_));
     stats_.in_use -= bytes;
     --stats_.allocations;
 }
@@ -91,16 +92,17 @@ void CudaMemoryResource::copy_from_host(void* device_dst, const void* host_src, 
 }
 
 void CudaMemoryResource::trim() noexcept {
-    cudaSetDevice(ordinal_);
-    if (stream_ != nullptr) cudaStreamSynchronize(stream_);
-    cudaMemPoolTrimTo(pool_, 0);
+    forget_failure(cudaSetDevice(ordinal_));
+    if (stream_ != nullptr) forget_failure(cudaStreamSynchronize(stream_));
+    forget_failure(cudaMemPoolTrimTo(pool_, 0));
 }
 
 MemoryStats CudaMemoryResource::stats() const noexcept {
     MemoryStats stats = stats_;
     std::uint64_t reserved = 0;
-    if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) == cudaSuccess)
-        stats.reserved = reserved;
+    const cudaError_t status = cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    if (status == cudaSuccess) stats.reserved = reserved;
+    forget_failure(status);
     return stats;
 }
 
@@ -117,7 +119,7 @@ void* CudaPinnedResource::allocate(std::size_t bytes, std::size_t& reserved) {
 
 void CudaPinnedResource::deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept {
     if (address == nullptr) return;
-    cudaFreeHost(address);
+    forget_failure(cudaFreeHost(address));
     stats_.in_use -= bytes;
     stats_.reserved -= reserved;
     --stats_.allocations;
@@ -189,17 +191,17 @@ void* CudaDevice::create_object(th_resource_kind kind) {
 }
 
 void CudaDevice::destroy_object(th_resource_kind kind, void* object) noexcept {
-    cudaSetDevice(ordinal_);
+    forget_failure(cudaSetDevice(ordinal_));
     switch (kind) {
     case TH_RESOURCE_STREAM:
-        cudaStreamSynchronize(static_cast<cudaStream_t>(object));
-        cudaStreamDestroy(static_cast<cudaStream_t>(object));
+        forget_failure(cudaStreamSynchronize(static_cast<cudaStream_t>(object)));
+        forget_failure(cudaStreamDestroy(static_cast<cudaStream_t>(object)));
         break;
-    case TH_RESOURCE_EVENT: cudaEventDestroy(static_cast<cudaEvent_t>(object)); break;
+    case TH_RESOURCE_EVENT: forget_failure(cudaEventDestroy(static_cast<cudaEvent_t>(object))); break;
     case TH_RESOURCE_BLAS_HANDLE: {
         auto* context = static_cast<CudaBlasContext*>(object);
         if (context->handle) cublasDestroy(context->handle);
-        if (context->workspace) cudaFree(context->workspace);
+        if (context->workspace) forget_failure(cudaFree(context->workspace));
         delete context;
         break;
     }
@@ -224,7 +226,7 @@ void CudaDevice::event_record(void* event, void* stream) {
 bool CudaDevice::event_query(void* event) {
     const cudaError_t status = cudaEventQuery(static_cast<cudaEvent_t>(event));
     if (status == cudaErrorNotReady) {
-        cudaGetLastError();
+        forget_failure(status);
         return false;
     }
     TRAINHOST_CUDA_CHECK(status);
@@ -238,7 +240,10 @@ void CudaDevice::synchronize() {
 
 std::optional<std::uint64_t> CudaDevice::driver_free_bytes() const {
     std::size_t free = 0, total = 0;
-    if (cudaSetDevice(ordinal_) != cudaSuccess || cudaMemGetInfo(&free, &total) != cudaSuccess) return std::nullopt;
+    cudaError_t status = cudaSetDevice(ordinal_);
+    if (status == cudaSuccess) status = cudaMemGetInfo(&free, &total);
+    forget_failure(status);
+    if (status != cudaSuccess) return std::nullopt;
     return free;
 }
 
