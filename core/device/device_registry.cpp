@@ -4,6 +4,9 @@
 
 #ifdef TRAINHOST_HAVE_CUDA
 #include "device/cuda/cuda_device.hpp"
+
+#include <exception>
+#include <string>
 #endif
 
 namespace trainhost::device {
@@ -23,9 +26,18 @@ DeviceInventory make_devices(unsigned cpu_devices) {
 #ifdef TRAINHOST_HAVE_CUDA
     const CudaProbe probe = probe_cuda();
     inventory.cuda_status = probe.status;
-    for (int ordinal = 0; ordinal < probe.count; ++ordinal)
-        inventory.devices.push_back(std::make_unique<CudaDevice>(ordinal));
-    inventory.cuda_count = static_cast<std::size_t>(probe.count);
+    for (int ordinal = 0; ordinal < probe.count; ++ordinal) {
+        const std::string name = "cuda:" + std::to_string(ordinal);
+        try {
+            inventory.devices.push_back(std::make_unique<CudaDevice>(ordinal));
+            ++inventory.cuda_count;
+        } catch (const std::exception& e) {
+            // One GPU that cannot be opened must not stop a run that does not need it.
+            inventory.unopened.emplace(name, name + " cannot be opened: " + e.what());
+        }
+    }
+    if (inventory.cuda_count == 0 && !inventory.unopened.empty())
+        inventory.cuda_status = "no usable CUDA device: " + inventory.unopened.begin()->second;
 #else
     inventory.cuda_status = "this build has no CUDA backend (configure with -DTRAINHOST_CUDA=ON)";
 #endif

@@ -34,6 +34,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     const config::RunConfig& config = options_.config;
     device::DeviceInventory inventory = device::make_devices(kLogicalCpuDevices);
     devices_ = std::move(inventory.devices);
+    unopened_ = std::move(inventory.unopened);
     if (config.device.starts_with("cuda") && inventory.cuda_count == 0)
         throw ConfigError(fmt::format("{}: {}", config.device_origin, inventory.cuda_status));
     std::vector<device::Device*> raw;
@@ -54,9 +55,11 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
                         core_objects_.push_back(handle);
                         return ledger_->object(resources::kCoreOwner, handle, kind);
                     };
-                    devices_[i]->adopt_core_objects(object(TH_RESOURCE_STREAM, "core.stream"),
-                                                    object(TH_RESOURCE_BLAS_HANDLE, "core.cublas"),
-                                                    object(TH_RESOURCE_DNN_HANDLE, "core.cudnn"));
+                    // The stream first: the library handles that run on it are given back before it.
+                    void* stream = object(TH_RESOURCE_STREAM, "core.stream");
+                    void* blas = object(TH_RESOURCE_BLAS_HANDLE, "core.cublas");
+                    void* dnn = object(TH_RESOURCE_DNN_HANDLE, "core.cudnn");
+                    devices_[i]->adopt_core_objects(stream, blas, dnn);
                 }
                 devices_[i]->warm_up();
             } catch (const std::exception& e) {
@@ -65,10 +68,8 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         }
         const std::optional<device::DeviceIndex> gpu = usable_gpu();
         if (config.device == "auto")
-            out_ << fmt::format("device: {} (auto{})\n", gpu ? "cuda:0" : "cpu:0",
-                                gpu ? "" : ", falling back to the CPU: " + (inventory.cuda_count == 0
-                                                                              ? inventory.cuda_status
-                                                                              : unusable_.begin()->second));
+            out_ << fmt::format("device: {} (auto{})\n", devices_[gpu.value_or(0)]->name(),
+                                gpu ? "" : ", falling back to the CPU: " + why_no_gpu(inventory.cuda_status));
         const char* stacks = std::getenv("TRAINHOST_LEASE_STACKS");
         ledger_->set_capture_stacks(config.allocation_stacks || (stacks && std::string_view(stacks) == "1"));
         try {
@@ -80,6 +81,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
             if (index == home_device_) throw ConfigError(fmt::format("{}: {}", config.device_origin, why));
             err_ << fmt::format("warning: {} (nothing will run on {})\n", why, devices_[index]->name());
         }
+        for (const auto& [name, why] : unopened_) err_ << fmt::format("warning: {} (nothing will run on {})\n", why, name);
         model_device_ = home_device_;
         if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
         state_.struct_size = sizeof state_;
@@ -114,9 +116,9 @@ void Session::release_core_objects() noexcept {
         }
         dev->adopt_core_objects(nullptr, nullptr, nullptr);
     }
-    for (const th_handle& handle : core_objects_) {
+    for (auto handle = core_objects_.rbegin(); handle != core_objects_.rend(); ++handle) {
         try {
-            ledger_->release(resources::kCoreOwner, handle, 0);
+            ledger_->release(resources::kCoreOwner, *handle, 0);
         } catch (...) {
         }
     }
@@ -342,25 +344,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     }
     instances_.clear();
     enter(Phase::core);
-    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
-        if (unusable_.contains(i)) continue;  // it never computed; a fault there must not end the session's report
-        devices_[i]->synchronize();
-        devices_[i]->memory().trim();
-    }
-    record.after_teardown = memory_snapshot();
-    // The ground truth beyond the ledger: the driver's own count must be back where
-    // the fit started, within the driver's page granularity.
-    constexpr std::uint64_t kDriverGranularity = 2u << 20;
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-        const auto now = devices_[i]->driver_free_bytes();
-        if (!now || !free_at_start[i]) continue;
-        const std::uint64_t missing = *free_at_start[i] > *now ? *free_at_start[i] - *now : 0;
-        record.unaccounted_bytes[devices_[i]->name()] = missing > kDriverGranularity ? missing : 0;
-        if (missing > kDriverGranularity)
-            err_ << fmt::format("warning: {}: {} of device memory are in use after fit {} that nobody in the ledger "
-                                "accounts for\n",
-                                devices_[i]->name(), resources::human_bytes(missing), index + 1);
-    }
+    settle_devices(record, free_at_start);
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
     // A resume point the fit never reached (it ended first) is not the next fit's.
     start_epoch_ = 0;

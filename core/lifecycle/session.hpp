@@ -157,7 +157,11 @@ private:
     void construct();
     void restore_checkpoint();
     void apply_pending_move();
+    // After a fit's teardown: every device idle and trimmed, then the driver's count
+    // of free memory against the fit's start. Drops a measurement where a device failed.
+    void settle_devices(FitRecord& record, std::vector<std::optional<std::uint64_t>>& free_at_start);
     [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
+    [[nodiscard]] std::string why_no_gpu(const std::string& driver_status) const;
     [[nodiscard]] nn::Tensor make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const;
     [[nodiscard]] double batch_loss(std::size_t rows, float* grad, std::size_t* correct);
     [[nodiscard]] MemorySnapshot memory_snapshot() const;
@@ -176,6 +180,7 @@ private:
     std::optional<device::DeviceIndex> pending_move_;
     std::vector<th_handle> core_objects_;  // the devices' own stream and library handles
     std::map<device::DeviceIndex, std::string> unusable_;  // devices that failed their warm-up, and why
+    std::map<std::string, std::string> unopened_;          // GPUs left out of devices_, by name, and why
 
     data::Dataset train_;
     data::Dataset validation_;

@@ -18,6 +18,8 @@ device::DeviceIndex Session::device_index(std::string_view name) const {
     const std::string wanted = name == "cpu" ? std::string("cpu:0") : name == "cuda" ? std::string("cuda:0") : std::string(name);
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
         if (devices_[i]->name() == wanted) return i;
+    if (auto unopened = unopened_.find(wanted); unopened != unopened_.end())
+        throw resources::ResourceError(TH_INVALID_ARGUMENT, unopened->second);
     std::vector<std::string> names;
     for (const auto& dev : devices_) names.push_back(dev->name());
     throw resources::ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device '{}' in this run (devices: {}{})", name,
@@ -28,11 +30,19 @@ device::DeviceIndex Session::device_index(std::string_view name) const {
                                                                         : "; this build has no CUDA backend"));
 }
 
-// The first GPU, when the run has one that passed its warm-up.
+// The first GPU that opened and passed its warm-up, if any.
 std::optional<device::DeviceIndex> Session::usable_gpu() const {
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
-        if (devices_[i]->name() == "cuda:0" && !unusable_.contains(i)) return i;
+        if (devices_[i]->name().starts_with("cuda:") && !unusable_.contains(i)) return i;
     return std::nullopt;
+}
+
+// Why usable_gpu() found none, given why the driver listed none (empty when it did).
+std::string Session::why_no_gpu(const std::string& driver_status) const {
+    for (const auto& [index, why] : unusable_)
+        if (devices_[index]->name().starts_with("cuda:")) return why;
+    if (!unopened_.empty()) return unopened_.begin()->second;
+    return driver_status;
 }
 
 void Session::request_move(resources::OwnerId, std::string_view device) {
@@ -83,6 +93,48 @@ void Session::apply_pending_move() {
         throw FitFailure(fmt::format("resource contract violated at the model's move from {} to {}: {}",
                                      devices_[source]->name(), devices_[target]->name(), first),
                          kExitResourceContract);
+}
+
+void Session::settle_devices(FitRecord& record, std::vector<std::optional<std::uint64_t>>& free_at_start) {
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
+        if (unusable_.contains(i)) continue;  // it never computed; a fault there must not end the session's report
+        try {
+            devices_[i]->synchronize();
+            devices_[i]->memory().trim();
+        } catch (const std::exception& e) {
+            // A fault the device kept from earlier work: the fit fails with it, unless it
+            // failed first, and nothing runs there again; the report and the verdict still come.
+            const std::string why = fmt::format("{}: {}", devices_[i]->name(), e.what());
+            unusable_[i] = why;
+            free_at_start[i].reset();
+            if (record.failure.empty()) {
+                record.failure = why;
+                record.failure_exit = kExitTraining;
+                err_ << "error: " << why << '\n';
+            }
+        }
+    }
+    record.after_teardown = memory_snapshot();
+    // The ground truth beyond the ledger: the driver's own count must be back where
+    // the fit started, within the driver's page granularity.
+    constexpr std::uint64_t kDriverGranularity = 2u << 20;
+    for (std::size_t i = 0; i < devices_.size(); ++i) {
+        if (!free_at_start[i]) continue;
+        const auto now = devices_[i]->driver_free_bytes();
+        if (!now) continue;
+        const std::uint64_t missing = *free_at_start[i] > *now ? *free_at_start[i] - *now : 0;
+        record.unaccounted_bytes[devices_[i]->name()] = missing > kDriverGranularity ? missing : 0;
+        if (missing <= kDriverGranularity) continue;
+        // CUDA loads a library kernel's code into device memory at its first launch, and the
+        // warm-up's small shapes do not reach every kernel a fit's shapes pick: the first
+        // fit's count may hold such code. From the second fit on it is memory alone.
+        err_ << fmt::format("warning: {}: {} of device memory are in use after fit {} that nobody in the ledger "
+                            "accounts for{}\n",
+                            devices_[i]->name(), resources::human_bytes(missing), record.index + 1,
+                            record.index == 0 ? " (in a run's first fit this may also be kernel code the driver "
+                                                "loaded on first use; later fits count memory alone)"
+                                              : "");
+    }
 }
 
 MemorySnapshot Session::memory_snapshot() const {

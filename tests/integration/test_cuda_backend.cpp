@@ -28,22 +28,37 @@ nlohmann::json report(const TempDir& dir, const std::string& name) {
     return nlohmann::json::parse(test_support::read_file(dir.path() / name));
 }
 
+// The driver's own count of free memory after each fit of a run of two or more: exact
+// from the second fit on. The first may also hold library kernel code that CUDA loads
+// at a kernel's first launch, which is shown, not judged.
+void check_driver_count(const nlohmann::json& fits) {
+    REQUIRE(fits.size() >= 2);
+    const auto first = fits[0]["unaccounted_device_bytes"]["cuda:0"].get<std::uint64_t>();
+    if (first != 0) WARN("fit 1: " << first << " bytes outside the ledger (kernel code loaded on first use?)");
+    for (std::size_t fit = 1; fit < fits.size(); ++fit) {
+        INFO("fit " << fit + 1);
+        CHECK(fits[fit]["unaccounted_device_bytes"]["cuda:0"] == 0);
+    }
+}
+
 }  // namespace
 
 TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3)).string();
-    auto gpu = run_trainhost({"--config", config, "--device", "cuda", "--report", (dir.path() / "gpu.json").string()});
+    auto gpu = run_trainhost({"--config", config, "--device", "cuda", "--repeat", "2", "--report",
+                              (dir.path() / "gpu.json").string()});
     if (no_gpu(gpu)) return;
     REQUIRE(gpu.exit_code == 0);
     CHECK_THAT(gpu.last_line(), StartsWith("resources: clean"));
     REQUIRE(run_trainhost({"--config", config, "--device", "cpu", "--report", (dir.path() / "cpu.json").string()}).exit_code == 0);
-    const auto g = report(dir, "gpu.json")["fits"][0];
+    const auto fits = report(dir, "gpu.json")["fits"];
+    const auto g = fits[0];
     const auto c = report(dir, "cpu.json")["fits"][0];
     const double gl = g["final_metrics"]["val_loss"], cl = c["final_metrics"]["val_loss"];
     CHECK(std::fabs(gl - cl) <= 1e-4 * std::fabs(cl));
     CHECK(g["memory_after_teardown"]["bytes_in_use"] == 0);
-    CHECK(g["unaccounted_device_bytes"]["cuda:0"] == 0);
+    check_driver_count(fits);
 }
 
 // Every cuDNN path and the fused dense pass in one fit: convolutions, a relu and a
@@ -57,12 +72,14 @@ TEST_CASE("a small CNN fit on the GPU matches the CPU, epoch by epoch", "[cuda]"
     std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist_cnn.toml");
     config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.25\nlimit = 1024\ntest = false");
     const auto path = dir.write("cnn.toml", config).string();
-    auto gpu = run_trainhost({"--config", path, "--device", "cuda", "--report", (dir.path() / "gpu.json").string()});
+    auto gpu = run_trainhost({"--config", path, "--device", "cuda", "--repeat", "2", "--report",
+                              (dir.path() / "gpu.json").string()});
     if (no_gpu(gpu)) return;
     REQUIRE(gpu.exit_code == 0);
     CHECK_THAT(gpu.last_line(), StartsWith("resources: clean"));
     REQUIRE(run_trainhost({"--config", path, "--device", "cpu", "--report", (dir.path() / "cpu.json").string()}).exit_code == 0);
-    const auto g = report(dir, "gpu.json")["fits"][0];
+    const auto fits = report(dir, "gpu.json")["fits"];
+    const auto g = fits[0];
     const auto c = report(dir, "cpu.json")["fits"][0];
     REQUIRE(g["epochs"].size() == 2);
     for (std::size_t epoch = 0; epoch < 2; ++epoch) {
@@ -73,7 +90,7 @@ TEST_CASE("a small CNN fit on the GPU matches the CPU, epoch by epoch", "[cuda]"
         CHECK(std::fabs(gl - cl) <= 1e-3 * std::fabs(cl));
     }
     CHECK(g["memory_after_teardown"]["bytes_in_use"] == 0);
-    CHECK(g["unaccounted_device_bytes"]["cuda:0"] == 0);
+    check_driver_count(fits);
 }
 
 TEST_CASE("togpu moves the model from the CPU to the GPU before the first step", "[cuda]") {
@@ -94,7 +111,7 @@ TEST_CASE("moves between the CPU and the GPU every epoch carry Adam's state and 
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(5, "\n[plugins.test_shuttle]\ndevices = \"cpu:0,cuda:0\"\n")).string();
     auto run = run_trainhost({"--config", config, "--device", "cpu", "--plugins=" + test_support::test_plugin("test_shuttle"),
-                              "--verbose", "--report", (dir.path() / "moves.json").string()});
+                              "--verbose", "--repeat", "2", "--report", (dir.path() / "moves.json").string()});
     if (run.exit_code == 4 && run.err.find("no device 'cuda:0'") != std::string::npos) {
         WARN("no CUDA device");
         return;
@@ -105,7 +122,8 @@ TEST_CASE("moves between the CPU and the GPU every epoch carry Adam's state and 
     REQUIRE(run_trainhost({"--config", dir.write("stay.toml", tiny_config(5)).string(), "--device", "cpu", "--report",
                            (dir.path() / "stay.json").string()})
                 .exit_code == 0);
-    const auto moved = report(dir, "moves.json")["fits"][0];
+    const auto fits = report(dir, "moves.json")["fits"];
+    const auto moved = fits[0];
     const auto stayed = report(dir, "stay.json")["fits"][0];
     REQUIRE(moved["epochs"].size() == 5);
     for (std::size_t epoch = 0; epoch < 5; ++epoch) {
@@ -117,7 +135,7 @@ TEST_CASE("moves between the CPU and the GPU every epoch carry Adam's state and 
             CHECK(moved["epochs"][epoch]["memory"]["bytes_in_use"] == moved["epochs"][epoch - 2]["memory"]["bytes_in_use"]);
     }
     CHECK(moved["memory_after_teardown"]["bytes_in_use"] == 0);
-    CHECK(moved["unaccounted_device_bytes"]["cuda:0"] == 0);
+    check_driver_count(fits);
 }
 
 TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
@@ -125,14 +143,15 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
     TempDir dir;
     auto probe = run_trainhost({"--config", root + "teardown.toml", "--device", "cuda", "--epochs", "0"});
     if (no_gpu(probe)) return;
-    auto loop = run_trainhost({"--config", root + "forward_loop.toml", "--device", "cuda", "--report",
+    auto loop = run_trainhost({"--config", root + "forward_loop.toml", "--device", "cuda", "--repeat", "2", "--report",
                                (dir.path() / "loop.json").string()});
     REQUIRE(loop.exit_code == 0);
-    const auto fit = report(dir, "loop.json")["fits"][0];
+    const auto fits = report(dir, "loop.json")["fits"];
+    const auto fit = fits[0];
     CHECK(fit["predict_memory"]["after_first_pass"]["bytes_in_use"] == fit["predict_memory"]["after_last_pass"]["bytes_in_use"]);
     CHECK(fit["predict_memory"]["after_first_pass"]["bytes_reserved"] ==
           fit["predict_memory"]["after_last_pass"]["bytes_reserved"]);
-    CHECK(fit["unaccounted_device_bytes"]["cuda:0"] == 0);
+    check_driver_count(fits);
     // Home on the CPU and the example's target (a second CPU device) pointed at the
     // GPU, so that togpu really moves the model to the GPU (at to_device).
     std::string scenario = test_support::read_file(root + "togpu_every_epoch.toml");

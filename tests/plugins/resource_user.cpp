@@ -1,6 +1,7 @@
 // Uses every kind of resource through the SDK's RAII types, correctly: a stream and
-// an event that orders on it, BLAS and DNN handles, pinned staging memory and device
-// memory. Optionally forgets one kind, to show each kind is counted the same way.
+// an event recorded on it (host calls run on the core's stream, so it orders none of
+// them), BLAS and DNN handles, pinned staging memory and device memory. Optionally
+// forgets one kind, to show each kind is counted the same way.
 #include <trainhost/sdk.hpp>
 
 #include <optional>
