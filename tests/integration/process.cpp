@@ -60,9 +60,15 @@ fs::path TempDir::write(const std::string& name, const std::string& text) const 
 }
 
 RunResult run_trainhost(const std::vector<std::string>& arguments, const std::string& shell_setup) {
+    std::vector<std::string> command{TRAINHOST_BINARY};
+    command.insert(command.end(), arguments.begin(), arguments.end());
+    return run_command(command, shell_setup);
+}
+
+RunResult run_command(const std::vector<std::string>& arguments, const std::string& shell_setup) {
     TempDir dir;
-    // exec: the shell becomes trainhost, so its death by a signal is seen as such.
-    std::string command = (shell_setup.empty() ? "" : shell_setup + "; ") + "exec '" + TRAINHOST_BINARY + "'";
+    // exec: the shell becomes the program, so its death by a signal is seen as such.
+    std::string command = (shell_setup.empty() ? "" : shell_setup + "; ") + "exec";
     for (const std::string& argument : arguments) {
         std::string quoted;
         for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);

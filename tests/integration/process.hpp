@@ -26,6 +26,8 @@ void check_usage_errors(const UsageCases& cases, const std::vector<std::string>&
 // Arguments are passed through the shell; each is single-quoted. `shell_setup` runs in
 // that shell first (a ulimit, a trap), so that trainhost inherits what it sets.
 [[nodiscard]] RunResult run_trainhost(const std::vector<std::string>& arguments, const std::string& shell_setup = "");
+// The same for any program: arguments[0] is the program.
+[[nodiscard]] RunResult run_command(const std::vector<std::string>& arguments, const std::string& shell_setup = "");
 
 // A fresh directory under the system temp dir, removed on destruction.
 class TempDir {

@@ -8,7 +8,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
-#include <sys/wait.h>
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
@@ -20,26 +19,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string quote(const std::string& argument) {
-    std::string quoted = "'";
-    for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return quoted + "'";
-}
-
-// Runs `arguments` through the shell with TRAINHOST_PLUGIN_PATH set to `plugin_path`
-// (unset when empty), so nothing from the test's environment changes the search path.
+// Runs `arguments` with TRAINHOST_PLUGIN_PATH set to `plugin_path` (unset when empty),
+// so nothing from the test's environment changes the search path.
 test_support::RunResult run(const std::vector<std::string>& arguments, const std::string& plugin_path = "") {
-    TempDir dir;
-    std::string command = plugin_path.empty() ? "env -u TRAINHOST_PLUGIN_PATH"
-                                              : "env TRAINHOST_PLUGIN_PATH=" + quote(plugin_path);
-    for (const std::string& argument : arguments) command += " " + quote(argument);
-    command += " >" + quote((dir.path() / "out").string()) + " 2>" + quote((dir.path() / "err").string()) + " </dev/null";
-    const int status = std::system(command.c_str());
-    test_support::RunResult result;
-    result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    result.out = read_file(dir.path() / "out");
-    result.err = read_file(dir.path() / "err");
-    return result;
+    std::vector<std::string> command{"env"};
+    if (plugin_path.empty()) command.insert(command.end(), {"-u", "TRAINHOST_PLUGIN_PATH"});
+    else command.push_back("TRAINHOST_PLUGIN_PATH=" + plugin_path);
+    command.insert(command.end(), arguments.begin(), arguments.end());
+    return test_support::run_command(command);
 }
 
 }  // namespace
