@@ -119,7 +119,7 @@ const char* loss_name(LossKind kind) {
 }  // namespace
 
 TEST_CASE("cuda backend gemm matches the CPU backend for every transpose, with padded leading dimensions",
-          "[cuda]") {
+          "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1201);
     BoundCudaDevice cuda;
@@ -198,7 +198,7 @@ TEST_CASE("cuda backend gemm matches the CPU backend for every transpose, with p
     }
 }
 
-TEST_CASE("cuda backend conv2d forward and backward match the CPU backend", "[cuda]") {
+TEST_CASE("cuda backend conv2d forward and backward match the CPU backend", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1202);
     BoundCudaDevice cuda;
@@ -305,7 +305,7 @@ TEST_CASE("cuda backend conv2d forward and backward match the CPU backend", "[cu
     }
 }
 
-TEST_CASE("cuda backend loss matches the CPU backend for every loss kind", "[cuda]") {
+TEST_CASE("cuda backend loss matches the CPU backend for every loss kind", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1203);
     BoundCudaDevice cuda;

@@ -61,7 +61,7 @@ std::vector<std::size_t> window_of(const PoolShape& s, std::size_t o) {
 
 }  // namespace
 
-TEST_CASE("cuda backend activations through cuDNN match the CPU backend", "[cuda]") {
+TEST_CASE("cuda backend activations through cuDNN match the CPU backend", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1301);
     BoundCudaDevice cuda;
@@ -104,7 +104,7 @@ TEST_CASE("cuda backend activations through cuDNN match the CPU backend", "[cuda
     }
 }
 
-TEST_CASE("cuda backend max pooling through cuDNN matches the CPU backend", "[cuda]") {
+TEST_CASE("cuda backend max pooling through cuDNN matches the CPU backend", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1302);
     BoundCudaDevice cuda;

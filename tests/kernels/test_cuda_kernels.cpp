@@ -39,7 +39,7 @@ constexpr std::size_t kCols = 129;
 
 }  // namespace
 
-TEST_CASE("cuda fill, copy, scale and axpy match the CPU", "[cuda]") {
+TEST_CASE("cuda fill, copy, scale and axpy match the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(101);
     Stream stream;
@@ -81,7 +81,7 @@ TEST_CASE("cuda fill, copy, scale and axpy match the CPU", "[cuda]") {
     }
 }
 
-TEST_CASE("cuda add_row_bias and bias_gradient match the CPU", "[cuda]") {
+TEST_CASE("cuda add_row_bias and bias_gradient match the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(202);
     Stream stream;
@@ -115,7 +115,7 @@ TEST_CASE("cuda add_row_bias and bias_gradient match the CPU", "[cuda]") {
     }
 }
 
-TEST_CASE("cuda bias_activation matches the CPU forward and backward", "[cuda]") {
+TEST_CASE("cuda bias_activation matches the CPU forward and backward", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(303);
     Stream stream;
@@ -158,7 +158,7 @@ TEST_CASE("cuda bias_activation matches the CPU forward and backward", "[cuda]")
     }
 }
 
-TEST_CASE("cuda dropout matches the CPU", "[cuda]") {
+TEST_CASE("cuda dropout matches the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(404);
     Stream stream;
@@ -192,7 +192,7 @@ TEST_CASE("cuda dropout matches the CPU", "[cuda]") {
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda]") {
+TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(505);
     Stream stream;
@@ -222,7 +222,7 @@ TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda]") {
     require_all_close(dmask.download(stream), expected_mask);
 }
 
-TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda]") {
+TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(809);
     Stream stream;
@@ -262,7 +262,7 @@ TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda]") {
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[cuda]") {
+TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(910);
     Stream stream;
@@ -303,7 +303,7 @@ TEST_CASE("cuda adam_step matches the CPU over three steps (Adam and AdamW)", "[
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda kernels accept empty inputs without launching", "[cuda]") {
+TEST_CASE("cuda kernels accept empty inputs without launching", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     Stream stream;
     float* none = nullptr;

@@ -98,7 +98,7 @@ void require_scratch_rules(cudaStream_t stream, std::size_t needed, LossCall cal
 
 }  // namespace
 
-TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count", "[cuda]") {
+TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(606);
     Stream stream;
@@ -136,7 +136,7 @@ TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count",
     }
 }
 
-TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda]") {
+TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(607);
     Stream stream;
@@ -178,7 +178,7 @@ TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda]") 
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda]") {
+TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(708);
     Stream stream;
@@ -229,7 +229,7 @@ TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda]") {
                       std::invalid_argument);
 }
 
-TEST_CASE("cuda losses refuse a too small, null or misaligned scratch and write nothing", "[cuda]") {
+TEST_CASE("cuda losses refuse a too small, null or misaligned scratch and write nothing", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(709);
     Stream stream;
