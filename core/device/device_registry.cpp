@@ -33,11 +33,12 @@ DeviceInventory make_devices(unsigned cpu_devices) {
             ++inventory.cuda_count;
         } catch (const std::exception& e) {
             // One GPU that cannot be opened must not stop a run that does not need it.
-            inventory.unopened.emplace(name, name + " cannot be opened: " + e.what());
+            const std::string why = name + " cannot be opened: " + e.what();
+            if (inventory.unopened.empty()) inventory.cuda_status = "no usable CUDA device: " + why;
+            inventory.unopened.emplace(name, why);
         }
     }
-    if (inventory.cuda_count == 0 && !inventory.unopened.empty())
-        inventory.cuda_status = "no usable CUDA device: " + inventory.unopened.begin()->second;
+    if (inventory.cuda_count > 0) inventory.cuda_status.clear();
 #else
     inventory.cuda_status = "this build has no CUDA backend (configure with -DTRAINHOST_CUDA=ON)";
 #endif

@@ -161,7 +161,7 @@ private:
     // of free memory against the fit's start. Drops a measurement where a device failed.
     void settle_devices(FitRecord& record, std::vector<std::optional<std::uint64_t>>& free_at_start);
     [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
-    [[nodiscard]] std::string why_no_gpu(const std::string& driver_status) const;
+    [[nodiscard]] std::string why_no_gpu(const std::string& cuda_status) const;
     [[nodiscard]] nn::Tensor make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const;
     [[nodiscard]] double batch_loss(std::size_t rows, float* grad, std::size_t* correct);
     [[nodiscard]] MemorySnapshot memory_snapshot() const;

@@ -37,12 +37,12 @@ std::optional<device::DeviceIndex> Session::usable_gpu() const {
     return std::nullopt;
 }
 
-// Why usable_gpu() found none, given why the driver listed none (empty when it did).
-std::string Session::why_no_gpu(const std::string& driver_status) const {
+// Why usable_gpu() found none: a GPU that opened but failed its first use, else why
+// none opened (`cuda_status`: none listed, or the first that could not be opened).
+std::string Session::why_no_gpu(const std::string& cuda_status) const {
     for (const auto& [index, why] : unusable_)
         if (devices_[index]->name().starts_with("cuda:")) return why;
-    if (!unopened_.empty()) return unopened_.begin()->second;
-    return driver_status;
+    return cuda_status;
 }
 
 void Session::request_move(resources::OwnerId, std::string_view device) {
@@ -111,6 +111,8 @@ void Session::settle_devices(FitRecord& record, std::vector<std::optional<std::u
                 record.failure = why;
                 record.failure_exit = kExitTraining;
                 err_ << "error: " << why << '\n';
+            } else {
+                err_ << fmt::format("warning: {} (nothing will run there again)\n", why);
             }
         }
     }

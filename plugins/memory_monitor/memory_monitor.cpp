@@ -19,6 +19,7 @@
 #include <trainhost/sdk.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -70,9 +71,11 @@ public:
             totals.in_use += usage.bytes_in_use;
             totals.allocated += usage.bytes_allocated;
             totals.reserved += usage.bytes_reserved;
+            // A host older than ABI 1.3 does not count allocated bytes.
+            totals.has_allocated = usage.struct_size > offsetof(th_owner_usage, bytes_allocated);
         }
         ctx.set_metric("memory_in_use_bytes", static_cast<double>(totals.in_use));
-        ctx.set_metric("memory_allocated_bytes", static_cast<double>(totals.allocated));
+        if (totals.has_allocated) ctx.set_metric("memory_allocated_bytes", static_cast<double>(totals.allocated));
         ctx.set_metric("memory_reserved_bytes", static_cast<double>(totals.reserved));
         if (log_) ctx.info(table(state, usages, totals));
         epoch_ended_ = true;
@@ -85,6 +88,7 @@ public:
 private:
     struct Totals {
         std::uint64_t in_use = 0, allocated = 0, reserved = 0;
+        bool has_allocated = false;
     };
 
     // One block per epoch: the totals, then one line per owner that holds or held memory.
@@ -92,7 +96,8 @@ private:
                              const Totals& totals) {
         std::string text = "memory after epoch " + std::to_string(state.epoch + 1) + "/" +
                            std::to_string(state.max_epochs) + ": " + human_bytes(totals.in_use) + " in use, " +
-                           human_bytes(totals.allocated) + " allocated, " + human_bytes(totals.reserved) + " reserved";
+                           (totals.has_allocated ? human_bytes(totals.allocated) + " allocated, " : std::string()) +
+                           human_bytes(totals.reserved) + " reserved";
         std::size_t width = 0;
         for (const th_owner_usage& usage : usages) width = std::max(width, std::strlen(usage.name ? usage.name : ""));
         for (const th_owner_usage& usage : usages) {

@@ -14,6 +14,16 @@ namespace test_support {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+std::string shell_quoted(const std::string& text) {
+    std::string quoted = "'";
+    for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return quoted + "'";
+}
+
+}  // namespace
+
 std::string RunResult::last_line() const {
     std::string text = out;
     while (!text.empty() && text.back() == '\n') text.pop_back();
@@ -69,12 +79,9 @@ RunResult run_command(const std::vector<std::string>& arguments, const std::stri
     TempDir dir;
     // exec: the shell becomes the program, so its death by a signal is seen as such.
     std::string command = (shell_setup.empty() ? "" : shell_setup + "; ") + "exec";
-    for (const std::string& argument : arguments) {
-        std::string quoted;
-        for (char c : argument) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-        command += " '" + quoted + "'";
-    }
-    command += " >" + (dir.path() / "out").string() + " 2>" + (dir.path() / "err").string() + " </dev/null";
+    for (const std::string& argument : arguments) command += " " + shell_quoted(argument);
+    command += " >" + shell_quoted((dir.path() / "out").string()) + " 2>" + shell_quoted((dir.path() / "err").string()) +
+               " </dev/null";
     const int status = std::system(command.c_str());
     RunResult result;
     result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

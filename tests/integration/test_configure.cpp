@@ -29,7 +29,8 @@ TEST_CASE("TRAINHOST_CUDA=ON stops at configure time naming what is missing", "[
     }
 #ifdef TRAINHOST_HAVE_CUDA  // where nvcc is missing, that is what ON reports first
     SECTION("no cuDNN") {
-        auto run = configure({"-DTRAINHOST_CUDA=ON", "-DCUDNN_INCLUDE_DIR=/nonexistent/include"});
+        auto run = configure({"-DTRAINHOST_CUDA=ON", "-DCMAKE_CUDA_COMPILER=" TRAINHOST_CUDA_COMPILER,
+                              "-DCUDNN_INCLUDE_DIR=/nonexistent/include"});
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("TRAINHOST_CUDA=ON but cuDNN (cudnn.h and libcudnn) was not found"));
     }
@@ -41,7 +42,8 @@ TEST_CASE("TRAINHOST_CUDA=AUTO without nvcc or cuDNN configures a CPU-only build
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("trainhost: CPU-only build (nvcc at CMAKE_CUDA_COMPILER=/nonexistent/nvcc not found)"));
 #ifdef TRAINHOST_HAVE_CUDA
-    run = configure({"-DTRAINHOST_CUDA=AUTO", "-DCUDNN_LIBRARY=/nonexistent/libcudnn.so"});
+    run = configure({"-DTRAINHOST_CUDA=AUTO", "-DCMAKE_CUDA_COMPILER=" TRAINHOST_CUDA_COMPILER,
+                     "-DCUDNN_LIBRARY=/nonexistent/libcudnn.so"});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("trainhost: CPU-only build (cuDNN (cudnn.h and libcudnn) not found)"));
 #endif

@@ -47,7 +47,11 @@ CudaMemoryResource::CudaMemoryResource(int ordinal, std::string name) : ordinal_
     TRAINHOST_CUDA_CHECK(cudaMemPoolCreate(&pool_, &props));
     // Keep freed memory cached in the pool between steps: flat after the first step.
     std::uint64_t keep = ~std::uint64_t{0};
-    TRAINHOST_CUDA_CHECK(cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep));
+    const cudaError_t status = cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep);
+    if (status != cudaSuccess) {
+        forget_failure(cudaMemPoolDestroy(pool_));  // no destructor runs for a constructor that throws
+        cuda_detail::check(status, "cudaMemPoolSetAttribute(pool_, cudaMemPoolAttrReleaseThreshold, &keep)");
+    }
 }
 
 CudaMemoryResource::~CudaMemoryResource() {

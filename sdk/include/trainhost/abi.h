@@ -200,8 +200,9 @@ typedef struct th_owner_usage {
     uint64_t bytes_reserved;  /* device and pinned memory after rounding, plus other kinds */
     uint64_t peak_bytes_in_use;
     /* ABI 1.3: device memory after the allocator's rounding (in_use <= allocated <=
-     * reserved). A host of ABI 1.2 or older does not write it: read it only when the
-     * struct_size owner_usage returned covers it (the SDK sees to that). */
+     * reserved). Written only by a host whose th_host_api.abi_minor is 3 or more (a
+     * 1.2 host leaves it, and struct_size, as the plugin set them); from 1.3 on the
+     * host also sets struct_size to what it wrote. The SDK's owner_usages() sees to it. */
     uint64_t bytes_allocated;
 } th_owner_usage;
 
