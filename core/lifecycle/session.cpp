@@ -32,7 +32,8 @@ constexpr unsigned kLogicalCpuDevices = 4;
 Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     : options_(std::move(options)), out_(out), err_(err) {
     const config::RunConfig& config = options_.config;
-    device::DeviceInventory inventory = device::make_devices(kLogicalCpuDevices);
+    device::DeviceInventory inventory =
+        options_.devices ? options_.devices() : device::make_devices(kLogicalCpuDevices);
     devices_ = std::move(inventory.devices);
     unopened_ = std::move(inventory.unopened);
     if (config.device.starts_with("cuda") && inventory.cuda_count == 0)

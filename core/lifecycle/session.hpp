@@ -9,10 +9,12 @@
 #include "data/dataset.hpp"
 #include "device/backend.hpp"
 #include "device/device.hpp"
+#include "device/device_registry.hpp"
 #include "nn/model.hpp"
 #include "nn/optimizer.hpp"
 #include "plugin/plugin_instance.hpp"
 
+#include <functional>
 #include <iosfwd>
 #include <map>
 #include <tuple>
@@ -34,6 +36,9 @@ struct SessionOptions {
     bool verbose = false;
     std::string resume;   // a checkpoint path, "last", or empty: continue that run
     std::string weights;  // a checkpoint path, "last", or empty: start every fit from its parameters
+    // The run's devices; empty: this machine's (device::make_devices). Tests give
+    // stand-ins that fail where only a GPU would.
+    std::function<device::DeviceInventory()> devices;
 };
 
 // What `--resume last` and `--weights last` name: <checkpoint dirpath>/last.safetensors,

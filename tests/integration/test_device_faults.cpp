@@ -1,0 +1,136 @@
+// What a session does when a device misbehaves as only a GPU can: a fault left for
+// the fit-end synchronize, and memory missing from the driver's own count. A CPU
+// device stands in, scripted, so both paths run without a GPU.
+#include "config/run_config.hpp"
+#include "errors.hpp"
+#include "device/cpu/cpu_device.hpp"
+#include "integration/process.hpp"
+#include "lifecycle/session.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sstream>
+#include <stdexcept>
+
+using Catch::Matchers::Contains;
+using namespace trainhost;
+
+namespace {
+
+constexpr std::uint64_t kMiB = 1u << 20;
+
+// cpu:0 as it is, except for what the test scripts: a synchronize that throws from
+// the given call on, and what the driver reports free at each call.
+class ScriptedDevice final : public device::Device {
+public:
+    struct Script {
+        int fault_from_synchronize = 0;        // 1-based; 0: never
+        std::vector<std::uint64_t> free_bytes;  // one per driver_free_bytes call; empty: none, as on a CPU
+    };
+    explicit ScriptedDevice(Script script) : script_(std::move(script)) {}
+
+    [[nodiscard]] const std::string& name() const noexcept override { return cpu_.name(); }
+    [[nodiscard]] device::MemoryResource& memory() noexcept override { return cpu_.memory(); }
+    [[nodiscard]] device::MemoryResource& pinned() noexcept override { return cpu_.pinned(); }
+    [[nodiscard]] device::Backend& backend() noexcept override { return cpu_.backend(); }
+    [[nodiscard]] void* create_object(th_resource_kind kind) override { return cpu_.create_object(kind); }
+    void destroy_object(th_resource_kind kind, void* object) noexcept override { cpu_.destroy_object(kind, object); }
+    [[nodiscard]] std::uint64_t object_bytes(th_resource_kind kind) const noexcept override {
+        return cpu_.object_bytes(kind);
+    }
+    void stream_synchronize(void* stream) override { cpu_.stream_synchronize(stream); }
+    void event_record(void* event, void* stream) override { cpu_.event_record(event, stream); }
+    [[nodiscard]] bool event_query(void* event) override { return cpu_.event_query(event); }
+    void synchronize() override {
+        if (script_.fault_from_synchronize != 0 && ++synchronizations_ >= script_.fault_from_synchronize)
+            throw std::runtime_error("an illegal memory access was encountered (scripted)");
+        cpu_.synchronize();
+    }
+    [[nodiscard]] std::optional<std::uint64_t> driver_free_bytes() const override {
+        if (script_.free_bytes.empty()) return std::nullopt;
+        REQUIRE(reads_ < script_.free_bytes.size());
+        return script_.free_bytes[reads_++];
+    }
+
+private:
+    device::CpuDevice cpu_{0};
+    Script script_;
+    int synchronizations_ = 0;
+    mutable std::size_t reads_ = 0;
+};
+
+struct Run {
+    lifecycle::SessionResult result;
+    std::string out;
+    std::string err;
+};
+
+Run run_with(ScriptedDevice::Script script, std::uint32_t repeat, const std::string& extra_config = "",
+             std::vector<std::string> plugins = {}) {
+    lifecycle::SessionOptions options;
+    options.config = config::parse_run_config(test_support::tiny_config(2, extra_config), "run.toml");
+    options.repeat = repeat;
+    options.plugins = std::move(plugins);
+    options.devices = [script] {
+        device::DeviceInventory inventory;
+        inventory.devices.push_back(std::make_unique<ScriptedDevice>(script));
+        inventory.devices.push_back(std::make_unique<device::CpuDevice>(1));
+        inventory.cuda_status = "no CUDA device: a test's devices";
+        return inventory;
+    };
+    std::ostringstream out, err;
+    Run run;
+    lifecycle::Session session(options, out, err);
+    run.result = session.run();  // must not throw, whatever the devices do
+    run.out = out.str();
+    run.err = err.str();
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("a device fault met at a fit's end fails that fit and keeps the verdict", "[lifecycle][devices]") {
+    const Run run = run_with({.fault_from_synchronize = 1}, 3);
+    // The first fit ended in the fault; no further fit ran on the faulted device.
+    REQUIRE(run.result.fits.size() == 1);
+    const auto& fit = run.result.fits[0];
+    CHECK(fit.failure == "cpu:0: an illegal memory access was encountered (scripted)");
+    CHECK(fit.failure_exit == kExitTraining);
+    CHECK_THAT(run.err, Contains("error: cpu:0: an illegal memory access was encountered (scripted)\n"));
+    CHECK(fit.after_teardown.in_use == 0);
+    CHECK(run.result.leaks.empty());
+    CHECK(run.result.misuses.empty());
+}
+
+TEST_CASE("a device fault after a fit that failed first is still told", "[lifecycle][devices]") {
+    const Run run = run_with({.fault_from_synchronize = 1}, 2, "\n[plugins.test_thrower]\nhook = \"epoch_end\"\n",
+                             {test_support::test_plugin("test_thrower")});
+    REQUIRE(run.result.fits.size() == 1);
+    CHECK_THAT(run.result.fits[0].failure, Contains("test_thrower"));
+    CHECK_THAT(run.err, Contains("warning: cpu:0: an illegal memory access was encountered (scripted) (nothing will "
+                                 "run there again)\n"));
+}
+
+TEST_CASE("memory missing from the driver's count after a fit is reported per fit", "[lifecycle][devices]") {
+    // Free at each fit's start and end: fit 1 ends 4 MiB short, fit 2 3 MiB, fit 3 within
+    // the driver's 2 MiB granularity, fit 4 gives back more than it found.
+    const std::uint64_t start = 1024 * kMiB;
+    const Run run = run_with({.free_bytes = {start, start - 4 * kMiB, start, start - 3 * kMiB, start,
+                                             start - 2 * kMiB, start, start + kMiB}},
+                             4);
+    REQUIRE(run.result.fits.size() == 4);
+    CHECK(run.result.fits[0].unaccounted_bytes.at("cpu:0") == 4 * kMiB);
+    CHECK(run.result.fits[1].unaccounted_bytes.at("cpu:0") == 3 * kMiB);
+    CHECK(run.result.fits[2].unaccounted_bytes.at("cpu:0") == 0);
+    CHECK(run.result.fits[3].unaccounted_bytes.at("cpu:0") == 0);
+    // The first fit's may be kernel code loaded on first use, and says so; later fits' is memory.
+    CHECK_THAT(run.err, Contains("warning: cpu:0: 4.0 MiB of device memory are in use after fit 1 that nobody in the "
+                                 "ledger accounts for (in a run's first fit this may also be kernel code the driver "
+                                 "loaded on first use; later fits count memory alone)\n"));
+    CHECK_THAT(run.err, Contains("warning: cpu:0: 3.0 MiB of device memory are in use after fit 2 that nobody in the "
+                                 "ledger accounts for\n"));
+    CHECK(run.err.find("after fit 3") == std::string::npos);
+    CHECK(run.err.find("after fit 4") == std::string::npos);
+    // The count never changes the verdict.
+    for (const auto& fit : run.result.fits) CHECK(fit.failure.empty());
+}
