@@ -5,6 +5,7 @@
 #include "errors.hpp"
 #include "device/cpu/cpu_device.hpp"
 #include "integration/process.hpp"
+#include "integration/stand_in_device.hpp"
 #include "lifecycle/session.hpp"
 
 #include <catch2/catch.hpp>
@@ -21,30 +22,18 @@ constexpr std::uint64_t kMiB = 1u << 20;
 
 // cpu:0 as it is, except for what the test scripts: a synchronize that throws from
 // the given call on, and what the driver reports free at each call.
-class ScriptedDevice final : public device::Device {
+class ScriptedDevice final : public test_support::StandInDevice {
 public:
     struct Script {
         int fault_from_synchronize = 0;        // 1-based; 0: never
         std::vector<std::uint64_t> free_bytes;  // one per driver_free_bytes call; empty: none, as on a CPU
     };
-    explicit ScriptedDevice(Script script) : script_(std::move(script)) {}
+    explicit ScriptedDevice(Script script) : StandInDevice("cpu:0"), script_(std::move(script)) {}
 
-    [[nodiscard]] const std::string& name() const noexcept override { return cpu_.name(); }
-    [[nodiscard]] device::MemoryResource& memory() noexcept override { return cpu_.memory(); }
-    [[nodiscard]] device::MemoryResource& pinned() noexcept override { return cpu_.pinned(); }
-    [[nodiscard]] device::Backend& backend() noexcept override { return cpu_.backend(); }
-    [[nodiscard]] void* create_object(th_resource_kind kind) override { return cpu_.create_object(kind); }
-    void destroy_object(th_resource_kind kind, void* object) noexcept override { cpu_.destroy_object(kind, object); }
-    [[nodiscard]] std::uint64_t object_bytes(th_resource_kind kind) const noexcept override {
-        return cpu_.object_bytes(kind);
-    }
-    void stream_synchronize(void* stream) override { cpu_.stream_synchronize(stream); }
-    void event_record(void* event, void* stream) override { cpu_.event_record(event, stream); }
-    [[nodiscard]] bool event_query(void* event) override { return cpu_.event_query(event); }
     void synchronize() override {
         if (script_.fault_from_synchronize != 0 && ++synchronizations_ >= script_.fault_from_synchronize)
             throw std::runtime_error("an illegal memory access was encountered (scripted)");
-        cpu_.synchronize();
+        StandInDevice::synchronize();
     }
     [[nodiscard]] std::optional<std::uint64_t> driver_free_bytes() const override {
         if (script_.free_bytes.empty()) return std::nullopt;
@@ -53,7 +42,6 @@ public:
     }
 
 private:
-    device::CpuDevice cpu_{0};
     Script script_;
     int synchronizations_ = 0;
     mutable std::size_t reads_ = 0;

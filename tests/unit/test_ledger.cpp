@@ -1,4 +1,5 @@
 #include "device/cpu/cpu_device.hpp"
+#include "integration/stand_in_device.hpp"
 #include "resources/ledger.hpp"
 
 #include <catch2/catch.hpp>
@@ -130,26 +131,11 @@ private:
     device::CpuMemoryResource inner_{"cuda:0"};
 };
 
-class FailingDevice final : public device::Device {
+class FailingDevice final : public test_support::StandInDevice {
 public:
+    FailingDevice() : StandInDevice("cuda:0") {}
     FailingMemory memory_;
-    [[nodiscard]] const std::string& name() const noexcept override { return name_; }
     [[nodiscard]] device::MemoryResource& memory() noexcept override { return memory_; }
-    [[nodiscard]] device::MemoryResource& pinned() noexcept override { return cpu_.pinned(); }
-    [[nodiscard]] device::Backend& backend() noexcept override { return cpu_.backend(); }
-    [[nodiscard]] void* create_object(th_resource_kind kind) override { return cpu_.create_object(kind); }
-    void destroy_object(th_resource_kind kind, void* object) noexcept override { cpu_.destroy_object(kind, object); }
-    [[nodiscard]] std::uint64_t object_bytes(th_resource_kind kind) const noexcept override {
-        return cpu_.object_bytes(kind);
-    }
-    void stream_synchronize(void* stream) override { cpu_.stream_synchronize(stream); }
-    void event_record(void* event, void* stream) override { cpu_.event_record(event, stream); }
-    [[nodiscard]] bool event_query(void* event) override { return cpu_.event_query(event); }
-    void synchronize() override {}
-
-private:
-    std::string name_ = "cuda:0";
-    device::CpuDevice cpu_{0};
 };
 
 }  // namespace
