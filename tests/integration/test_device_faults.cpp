@@ -1,6 +1,7 @@
 // What a session does when a device misbehaves as only a GPU can: a fault left for
-// the fit-end synchronize, and memory missing from the driver's own count. A CPU
-// device stands in, scripted, so both paths run without a GPU.
+// the fit-end synchronize, memory missing from the driver's own count, a GPU that
+// cannot be opened or fails its warm-up. CPU devices stand in, scripted and named as
+// GPUs where needed, so every path runs without a GPU.
 #include "config/run_config.hpp"
 #include "errors.hpp"
 #include "device/cpu/cpu_device.hpp"
@@ -10,6 +11,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <functional>
 #include <sstream>
 #include <stdexcept>
 
@@ -53,19 +55,16 @@ struct Run {
     std::string err;
 };
 
-Run run_with(ScriptedDevice::Script script, std::uint32_t repeat, const std::string& extra_config = "",
-             std::vector<std::string> plugins = {}) {
+Run run_on(std::function<device::DeviceInventory()> devices, std::uint32_t repeat = 1,
+           const std::string& extra_config = "", std::vector<std::string> plugins = {},
+           const std::string& device = "auto") {
     lifecycle::SessionOptions options;
     options.config = config::parse_run_config(test_support::tiny_config(2, extra_config), "run.toml");
+    options.config.device = device;
+    options.config.device_origin = "--device " + device;
     options.repeat = repeat;
     options.plugins = std::move(plugins);
-    options.devices = [script] {
-        device::DeviceInventory inventory;
-        inventory.devices.push_back(std::make_unique<ScriptedDevice>(script));
-        inventory.devices.push_back(std::make_unique<device::CpuDevice>(1));
-        inventory.cuda_status = "no CUDA device: a test's devices";
-        return inventory;
-    };
+    options.devices = std::move(devices);
     std::ostringstream out, err;
     Run run;
     lifecycle::Session session(options, out, err);
@@ -73,6 +72,48 @@ Run run_with(ScriptedDevice::Script script, std::uint32_t repeat, const std::str
     run.out = out.str();
     run.err = err.str();
     return run;
+}
+
+Run run_with(ScriptedDevice::Script script, std::uint32_t repeat, const std::string& extra_config = "",
+             std::vector<std::string> plugins = {}) {
+    return run_on(
+        [script] {
+            device::DeviceInventory inventory;
+            inventory.devices.push_back(std::make_unique<ScriptedDevice>(script));
+            inventory.devices.push_back(std::make_unique<device::CpuDevice>(1));
+            inventory.cuda_status = "no CUDA device: a test's devices";
+            return inventory;
+        },
+        repeat, extra_config, std::move(plugins));
+}
+
+// A GPU stand-in: cuda:N that computes as cpu:0 does, or fails its warm-up.
+class StandInGpu final : public test_support::StandInDevice {
+public:
+    StandInGpu(int ordinal, std::string warm_up_failure = "")
+        : StandInDevice("cuda:" + std::to_string(ordinal)), warm_up_failure_(std::move(warm_up_failure)) {}
+    void warm_up() override {
+        if (!warm_up_failure_.empty()) throw std::runtime_error(warm_up_failure_);
+    }
+
+private:
+    std::string warm_up_failure_;
+};
+
+const std::string kBusy = "cuda:0 cannot be opened: CUDA-capable device(s) is/are busy or unavailable (scripted)";
+
+// cpu:0, then the GPUs the driver lists: cuda:0 cannot be opened; cuda:1 opens when `second_gpu`.
+device::DeviceInventory busy_first_gpu(bool second_gpu) {
+    device::DeviceInventory inventory;
+    inventory.devices.push_back(std::make_unique<device::CpuDevice>(0));
+    inventory.unopened.emplace("cuda:0", kBusy);
+    if (second_gpu) {
+        inventory.devices.push_back(std::make_unique<StandInGpu>(1));
+        inventory.cuda_count = 1;
+    } else {
+        inventory.cuda_status = "no usable CUDA device: " + kBusy;
+    }
+    return inventory;
 }
 
 }  // namespace
@@ -121,4 +162,39 @@ TEST_CASE("memory missing from the driver's count after a fit is reported per fi
     CHECK(run.err.find("after fit 4") == std::string::npos);
     // The count never changes the verdict.
     for (const auto& fit : run.result.fits) CHECK(fit.failure.empty());
+}
+
+TEST_CASE("a GPU that cannot be opened is left out, and naming it says why", "[lifecycle][devices]") {
+    SECTION("the only GPU: auto falls back to the CPU") {
+        const Run run = run_on([] { return busy_first_gpu(false); });
+        CHECK_THAT(run.out, Contains("device: cpu:0 (auto, falling back to the CPU: no usable CUDA device: " + kBusy + ")\n"));
+        CHECK_THAT(run.err, Contains("warning: " + kBusy + " (nothing will run on cuda:0)\n"));
+        REQUIRE(run.result.fits.size() == 1);
+        CHECK(run.result.fits[0].failure.empty());
+        CHECK_THROWS_WITH(run_on([] { return busy_first_gpu(false); }, 1, "", {}, "cuda"),
+                          "--device cuda: no usable CUDA device: " + kBusy);
+    }
+    SECTION("another GPU opens: auto takes it, and the one that did not is refused by name") {
+        const Run run = run_on([] { return busy_first_gpu(true); });
+        CHECK_THAT(run.out, Contains("device: cuda:1 (auto)\n"));
+        REQUIRE(run.result.fits.size() == 1);
+        CHECK(run.result.fits[0].failure.empty());
+        CHECK_THROWS_WITH(run_on([] { return busy_first_gpu(true); }, 1, "", {}, "cuda:0"), "--device cuda:0: " + kBusy);
+        CHECK_THROWS_WITH(run_on([] { return busy_first_gpu(true); }, 1, "", {}, "cuda"), "--device cuda: " + kBusy);
+    }
+}
+
+TEST_CASE("a GPU that fails its warm-up is not used, and auto says why it fell back", "[lifecycle][devices]") {
+    const std::string failure = "cuda:0: the CUDA backend failed its first use: scripted";
+    const auto devices = [failure] {
+        device::DeviceInventory inventory;
+        inventory.devices.push_back(std::make_unique<device::CpuDevice>(0));
+        inventory.devices.push_back(std::make_unique<StandInGpu>(0, failure));
+        inventory.cuda_count = 1;
+        return inventory;
+    };
+    const Run run = run_on(devices);
+    CHECK_THAT(run.out, Contains("device: cpu:0 (auto, falling back to the CPU: " + failure + ")\n"));
+    CHECK_THAT(run.err, Contains("warning: " + failure + " (nothing will run on cuda:0)\n"));
+    CHECK_THROWS_WITH(run_on(devices, 1, "", {}, "cuda"), "--device cuda: " + failure);
 }
