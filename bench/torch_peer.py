@@ -7,11 +7,16 @@ For each epoch only the training loop is timed (shuffle, batching, forward,
 loss, backward, optimizer step; no validation); the median of the per-epoch
 samples/s is printed as "<config name> <samples/s>", one line per config.
 
-    torch_peer.py [--threads N] [--epochs E] [--device cpu|cuda] [--json FILE] CONFIG.toml...
+    torch_peer.py [--threads N] [--epochs E] [--device cpu|cuda] [--feed resident|host]
+                  [--json FILE] CONFIG.toml...
 
-With --device cuda the model and the data live on the GPU and each epoch's timing
-ends with a synchronisation. --json writes {"samples_per_second": ...} for the
-last config, for scripts.
+With --device cuda the model lives on the GPU and each epoch's timing ends with a
+synchronisation. --feed says where the data lives: "resident" (the default) puts
+the whole training set on the device once, PyTorch at its fastest; "host" keeps it
+in host memory and, per step, uploads the batch from pinned memory and reads the
+loss back, as a loop fed by a pinned DataLoader that reports each step's loss does
+(and as trainhost does). --json writes {"samples_per_second": ...} for the last
+config, for scripts.
 """
 import json
 import argparse
@@ -84,7 +89,7 @@ def build_model(layers, shape):
     return nn.Sequential(*modules)
 
 
-def bench(config_path, epochs, device):
+def bench(config_path, epochs, device, feed):
     config = tomllib.loads(config_path.read_text())
     data, opt = config.get("data", {}), config.get("optimizer", {})
     if opt.get("type", "adam") != "adam":
@@ -94,7 +99,8 @@ def bench(config_path, epochs, device):
     layers = config["model"]["layers"]
     if any(layer["type"] == "conv2d" for layer in layers):
         x = x.reshape(-1, 1, 28, 28)
-    x, y = x.to(device), y.to(device)
+    if feed == "resident":
+        x, y = x.to(device), y.to(device)
     model = build_model(layers, list(x.shape[1:])).to(device)
     loss_fn = {"cross_entropy": nn.CrossEntropyLoss, "bce_with_logits": nn.BCEWithLogitsLoss}[config["model"]["loss"]]()
     optimizer = torch.optim.Adam(model.parameters(), lr=opt.get("lr", 1e-3), betas=(opt.get("beta1", 0.9), opt.get("beta2", 0.999)),
@@ -105,13 +111,21 @@ def bench(config_path, epochs, device):
     rates = []
     for _ in range(epochs):
         start = time.perf_counter()
-        order = (torch.randperm(len(x)) if shuffle else torch.arange(len(x))).to(device)
+        order = torch.randperm(len(x)) if shuffle else torch.arange(len(x))
+        if feed == "resident":
+            order = order.to(device)
         for i in range(0, len(x), batch):
             index = order[i:i + batch]
+            xb, yb = x[index], y[index]
+            if feed == "host" and device == "cuda":
+                xb = xb.pin_memory().to(device, non_blocking=True)
+                yb = yb.pin_memory().to(device, non_blocking=True)
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model(x[index]), y[index])
+            loss = loss_fn(model(xb), yb)
             loss.backward()
             optimizer.step()
+            if feed == "host":
+                loss.item()
         if device == "cuda":
             torch.cuda.synchronize()
         rates.append(len(x) / (time.perf_counter() - start))
@@ -123,13 +137,15 @@ def main():
     parser.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = torch default)")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--feed", choices=["resident", "host"], default="resident",
+                        help="where the training data lives (see above)")
     parser.add_argument("--json", type=pathlib.Path, help="write the last config's samples/s as JSON")
     parser.add_argument("configs", nargs="+", type=pathlib.Path)
     args = parser.parse_args()
     if args.threads > 0:
         torch.set_num_threads(args.threads)
     for path in args.configs:
-        rate = bench(path, args.epochs, args.device)
+        rate = bench(path, args.epochs, args.device, args.feed)
         print(f"{path.stem} {rate:.1f}", flush=True)
         if args.json:
             args.json.write_text(json.dumps({"config": str(path), "samples_per_second": rate}) + "\n")

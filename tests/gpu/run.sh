@@ -134,13 +134,20 @@ bench() {  # name, config, epochs
   th "$bin" --config "$2" --device cuda --epochs "$3" --report "$logs/$1.bench.json" >"$logs/$1.bench.log" 2>&1
   local rc=$?
   if ((rc != 0)); then fail "$1: trainhost exit $rc ($1.bench.log)"; tail -5 "$logs/$1.bench.log" | tee -a "$summary"; return; fi
-  python3 bench/torch_peer.py --epochs "$3" --device cuda --json "$logs/$1.torch.json" "$2" >"$logs/$1.torch.log" 2>&1 ||
-    { fail "$1: torch peer ($1.torch.log)"; tail -5 "$logs/$1.torch.log" | tee -a "$summary"; return; }
-  python3 - "$logs/$1.bench.json" "$logs/$1.torch.json" "$1" <<'PY' | tee -a "$summary"
+  # PyTorch twice: with the data resident on the GPU (its fastest), and fed from host
+  # memory with each step's loss read back, as trainhost is.
+  local feed
+  for feed in resident host; do
+    python3 bench/torch_peer.py --epochs "$3" --device cuda --feed "$feed" --json "$logs/$1.torch-$feed.json" "$2" \
+      >"$logs/$1.torch-$feed.log" 2>&1 ||
+      { fail "$1: torch peer, $feed data ($1.torch-$feed.log)"; tail -5 "$logs/$1.torch-$feed.log" | tee -a "$summary"; return; }
+  done
+  python3 - "$logs/$1.bench.json" "$logs/$1.torch-resident.json" "$logs/$1.torch-host.json" "$1" <<'PY' | tee -a "$summary"
 import json, statistics, sys
 t = statistics.median(e["metrics"]["samples_per_second"] for e in json.load(open(sys.argv[1]))["fits"][0]["epochs"])
-p = json.load(open(sys.argv[2]))["samples_per_second"]
-print(f"{sys.argv[3]:<22} trainhost {t:10.0f}/s  pytorch {p:10.0f}/s  ratio {t / p:5.2f}")
+resident, host = (json.load(open(path))["samples_per_second"] for path in sys.argv[2:4])
+print(f"{sys.argv[4]:<22} trainhost {t:9.0f}/s  pytorch resident {resident:9.0f}/s (ratio {t / resident:5.2f})"
+      f"  host-fed {host:9.0f}/s (ratio {t / host:5.2f})")
 PY
 }
 bench autoencoder bench/configs/autoencoder.toml 3
