@@ -43,7 +43,7 @@ std::string human_bytes(std::uint64_t bytes) {
 class MemoryMonitor final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "memory_monitor";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.1.0";  // 1.1: memory_allocated_bytes
     static constexpr const char* description = "device memory by owner per epoch, with a warning on unexplained growth";
     // Written before loggers (which read "metrics") run their epoch_end.
     static constexpr const char* writes =
