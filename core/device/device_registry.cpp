@@ -26,6 +26,7 @@ DeviceInventory make_devices(unsigned cpu_devices) {
 #ifdef TRAINHOST_HAVE_CUDA
     const CudaProbe probe = probe_cuda();
     inventory.cuda_status = probe.status;
+    std::string first_failure;  // by ordinal
     for (int ordinal = 0; ordinal < probe.count; ++ordinal) {
         const std::string name = "cuda:" + std::to_string(ordinal);
         try {
@@ -34,11 +35,11 @@ DeviceInventory make_devices(unsigned cpu_devices) {
         } catch (const std::exception& e) {
             // One GPU that cannot be opened must not stop a run that does not need it.
             const std::string why = name + " cannot be opened: " + e.what();
-            if (inventory.unopened.empty()) inventory.cuda_status = "no usable CUDA device: " + why;
+            if (first_failure.empty()) first_failure = why;
             inventory.unopened.emplace(name, why);
         }
     }
-    if (inventory.cuda_count > 0) inventory.cuda_status.clear();
+    if (inventory.cuda_count == 0 && !first_failure.empty()) inventory.cuda_status = "no usable CUDA device: " + first_failure;
 #else
     inventory.cuda_status = "this build has no CUDA backend (configure with -DTRAINHOST_CUDA=ON)";
 #endif

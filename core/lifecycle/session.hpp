@@ -163,8 +163,8 @@ private:
     void restore_checkpoint();
     void apply_pending_move();
     // After a fit's teardown: every device idle and trimmed, then the driver's count
-    // of free memory against the fit's start. Drops a measurement where a device failed.
-    void settle_devices(FitRecord& record, std::vector<std::optional<std::uint64_t>>& free_at_start);
+    // of free memory against the fit's start, for every device that did not fail.
+    void settle_devices(FitRecord& record, const std::vector<std::optional<std::uint64_t>>& free_at_start);
     [[nodiscard]] std::optional<device::DeviceIndex> usable_gpu() const;
     [[nodiscard]] std::string why_no_gpu(const std::string& cuda_status) const;
     [[nodiscard]] nn::Tensor make_loss_workspace(device::Backend& backend, device::DeviceIndex device) const;

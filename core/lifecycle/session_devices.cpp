@@ -95,7 +95,7 @@ void Session::apply_pending_move() {
                          kExitResourceContract);
 }
 
-void Session::settle_devices(FitRecord& record, std::vector<std::optional<std::uint64_t>>& free_at_start) {
+void Session::settle_devices(FitRecord& record, const std::vector<std::optional<std::uint64_t>>& free_at_start) {
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
         if (unusable_.contains(i)) continue;  // it never computed; a fault there must not end the session's report
         try {
@@ -106,7 +106,6 @@ void Session::settle_devices(FitRecord& record, std::vector<std::optional<std::u
             // failed first, and nothing runs there again; the report and the verdict still come.
             const std::string why = fmt::format("{}: {}", devices_[i]->name(), e.what());
             unusable_[i] = why;
-            free_at_start[i].reset();
             if (record.failure.empty()) {
                 record.failure = why;
                 record.failure_exit = kExitTraining;
@@ -120,8 +119,8 @@ void Session::settle_devices(FitRecord& record, std::vector<std::optional<std::u
     // The ground truth beyond the ledger: the driver's own count must be back where
     // the fit started, within the driver's page granularity.
     constexpr std::uint64_t kDriverGranularity = 2u << 20;
-    for (std::size_t i = 0; i < devices_.size(); ++i) {
-        if (!free_at_start[i]) continue;
+    for (device::DeviceIndex i = 0; i < devices_.size(); ++i) {
+        if (!free_at_start[i] || unusable_.contains(i)) continue;
         const auto now = devices_[i]->driver_free_bytes();
         if (!now) continue;
         const std::uint64_t missing = *free_at_start[i] > *now ? *free_at_start[i] - *now : 0;
