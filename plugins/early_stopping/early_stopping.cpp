@@ -17,7 +17,7 @@ using trainhost::sdk::Context;
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "early_stopping";
-    static constexpr const char* version = "1.1.0";
+    static constexpr const char* version = "1.2.0";
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
     static constexpr std::uint32_t state_version = 1;
@@ -25,7 +25,9 @@ public:
         {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
         {"patience", TH_OPTION_INT, "3", "epochs without improvement before stopping"},
-        {"min_delta", TH_OPTION_FLOAT, "0.0", "smallest change that counts as an improvement"},
+        {"min_delta", TH_OPTION_FLOAT, "0.0",
+         "smallest change that counts as an improvement; negative: a change for the worse smaller than -min_delta "
+         "still counts (Lightning's rule)"},
         {"check_finite", TH_OPTION_BOOL, "true", "stop as soon as the metric is NaN or infinite"},
         {"stopping_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is better than this (nan: off)"},
         {"divergence_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is worse than this (nan: off)"},
@@ -33,13 +35,14 @@ public:
 
     EarlyStopping(Context&, const trainhost::sdk::Options& options)
         : monitor_(options.get_string("monitor")), patience_(options.get_int("patience")),
-          min_delta_(std::fabs(options.get_float("min_delta"))), check_finite_(options.get_bool("check_finite")),
+          min_delta_(options.get_float("min_delta")), check_finite_(options.get_bool("check_finite")),
           stopping_threshold_(options.get_float("stopping_threshold")),
           divergence_threshold_(options.get_float("divergence_threshold")) {
         const std::string mode = options.get_string("mode");
         if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
         if (monitor_.empty()) throw trainhost::sdk::OptionError("monitor must name a metric");
         if (patience_ < 0) throw trainhost::sdk::OptionError("patience must be >= 0");
+        if (!std::isfinite(min_delta_)) throw trainhost::sdk::OptionError("min_delta must be a finite number");
         maximize_ = mode == "max";
         best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
     }
@@ -74,8 +77,9 @@ public:
             return;
         }
         if (++wait_ < patience_) return;
-        ctx.request_stop(reason("did not improve by more than " + format(min_delta_) + " for " + std::to_string(wait_) +
-                                " epoch(s)"));
+        const std::string what = min_delta_ >= 0 ? "did not improve by more than " + format(min_delta_)
+                                                  : "was " + format(-min_delta_) + " or more worse than its best";
+        ctx.request_stop(reason(what + " for " + std::to_string(wait_) + " epoch(s)"));
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {

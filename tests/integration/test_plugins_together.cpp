@@ -95,3 +95,23 @@ TEST_CASE("early_stopping's min_delta: smaller changes do not count as improveme
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("fit 1/1: 3 epochs") && Contains("did not improve by more than 10 for 2 epoch(s)"));
 }
+
+// Lightning's rule, not Keras's absolute value: a negative min_delta is lenient.
+TEST_CASE("early_stopping's negative min_delta lets a small change for the worse count as improvement", "[early_stopping]") {
+    TempDir dir;
+    // val_loss falls every epoch here, so with mode = "max" each epoch is a little worse.
+    const auto run_with = [&](const std::string& min_delta) {
+        auto config = dir.write("run.toml", tiny_config(6, "\n[plugins.early_stopping]\nmode = \"max\"\npatience = 2\n"
+                                                           "min_delta = " + min_delta + "\n"));
+        return run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+    };
+    auto lenient = run_with("-10.0");
+    REQUIRE(lenient.exit_code == 0);
+    CHECK_THAT(lenient.out, Contains("fit 1/1: 6 epochs"));
+    auto tight = run_with("-1e-9");
+    REQUIRE(tight.exit_code == 0);
+    CHECK_THAT(tight.out, Contains("fit 1/1: 3 epochs") && Contains("was 1e-09 or more worse than its best for 2 epoch(s)"));
+    auto infinite = run_with("inf");
+    CHECK(infinite.exit_code == 1);
+    CHECK_THAT(infinite.err, Contains("min_delta must be a finite number"));
+}
