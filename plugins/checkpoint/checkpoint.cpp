@@ -68,7 +68,7 @@ std::string expand_filename(const std::string& pattern, bool insert_names, std::
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
@@ -131,7 +131,17 @@ public:
             save(ctx, state);
     }
 
+    void on_fit_start(Context&) override { unranked_saves_ = 0; }
+
     void on_validation_end(Context&) override { validated_ = true; }
+
+    // Without a validation split a validation metric never comes: Lightning warns and
+    // saves nothing, which a user learns only when looking for the file after the run.
+    void on_fit_end(Context& ctx) override {
+        if (unranked_saves_ == 0 || validated_) return;
+        ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit (" +
+                 std::to_string(unranked_saves_) + " save(s) skipped): no validation ran; is there a validation split?");
+    }
 
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
@@ -179,7 +189,7 @@ public:
         // other directory are not this run's to rank or delete.
         if (!elsewhere.empty())
             Context(link_, nullptr)
-                .warn("checkpoint: the saved state keeps " + std::to_string(elsewhere.size()) +
+                .warn("the saved state keeps " + std::to_string(elsewhere.size()) +
                       " checkpoint file(s) outside dirpath '" + dirpath_ + "' (" + elsewhere.front() +
                       (elsewhere.size() > 1 ? ", ..." : "") + "); they are left alone, neither ranked nor deleted");
     }
@@ -193,9 +203,10 @@ private:
         if (!monitor_.empty() && !ctx.metric(monitor_) && !validated_) {
             // Lightning's rule: a step-based save before the first validation cannot
             // rank by a validation metric yet; it is skipped with a warning, once.
-            if (!warned_unranked_) ctx.warn("checkpoint: '" + monitor_ + "' is not there before the first validation; "
+            if (!warned_unranked_) ctx.warn("'" + monitor_ + "' is not there before the first validation; "
                                             "saves until then are skipped");
             warned_unranked_ = true;
+            ++unranked_saves_;
             if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
             return;
         }
@@ -211,16 +222,31 @@ private:
                 return ctx.named_metric(key, "filename's metric");
             });
             const std::string path = (std::filesystem::path(dirpath_) / (name + ".safetensors")).string();
-            ctx.save_checkpoint(path, weights_only_);
+            // The file holds this plugin's state and the metrics: as Lightning updates
+            // best_k_models before it saves, they already list the file itself, not the
+            // one it pushes out, and carry its best score. Else a resume from it would
+            // neither rank nor delete it, and would report the dropped file's score.
+            const std::vector<Kept> before = kept_;
+            const std::optional<double> best_before = ctx.metric("checkpoint.best_score");
             std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
             kept_.push_back({score, path});
+            std::optional<Kept> dropped;
             if (top_k_ > 0 && static_cast<std::int64_t>(kept_.size()) > top_k_) {
-                const Kept dropped = worst();
-                std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped.path; });
-                std::error_code ignored;
-                std::filesystem::remove(dropped.path, ignored);
+                dropped = worst();
+                std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped->path; });
             }
             if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
+            try {
+                ctx.save_checkpoint(path, weights_only_);
+            } catch (...) {
+                kept_ = before;  // nothing was written, and nothing is deleted
+                if (best_before) ctx.set_metric("checkpoint.best_score", *best_before);
+                throw;
+            }
+            if (dropped) {
+                std::error_code ignored;
+                std::filesystem::remove(dropped->path, ignored);
+            }
         }
         if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
     }
@@ -271,6 +297,7 @@ private:
     bool insert_names_;
     bool validated_ = false;  // a validation has run in this process
     bool warned_unranked_ = false;
+    std::uint64_t unranked_saves_ = 0;  // in this fit, for want of the monitored metric
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

@@ -9,7 +9,9 @@
 // Rows: kind ("step" | "epoch"), fit, epoch (0-based, as in train_state and the
 // report), step (global_step), then every metric as it stands at that moment, in key
 // order: a step row every `every_n_steps` optimizer steps (batch_end), an epoch row
-// at epoch_end, after validation.
+// at epoch_end, after validation. A step row thus repeats the last epoch end's val_*
+// and train_* (Lightning's CSVLogger leaves them empty there): plot those from the
+// epoch rows.
 //
 // CSV keeps one header naming every column, as pandas expects. The metric set grows
 // during a fit (val_* appear at the first epoch end), so a row bringing a new key

@@ -1,6 +1,7 @@
 // Checkpoints and resume: atomic files, top-k bookkeeping, corruption refused, and
 // a resumed run that ends bit for bit where an uninterrupted one does.
 #include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
 
 #include <algorithm>
@@ -12,6 +13,8 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using checkpoint_runs::checkpoint_table;
+using checkpoint_runs::run_trainhost;
 using test_support::files_in;
 using test_support::RunResult;
 using test_support::TempDir;
@@ -25,10 +28,6 @@ std::string dropout_config(int epochs, const std::string& extra) {
     std::string text = tiny_config(epochs, extra);
     text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }");
     return text;
-}
-
-std::string checkpoint_table(const fs::path& dir, const std::string& more = "") {
-    return "\n[plugins.checkpoint]\ndirpath = \"" + dir.string() + "\"\nsave_last = true\n" + more;
 }
 
 void check_same_tensors(const fs::path& a, const fs::path& b, const std::string& prefix) {
@@ -69,14 +68,6 @@ void check_same_epoch_metrics(const fs::path& straight_json, const fs::path& res
             CHECK(resumed[i]["metrics"]["samples_per_second"].get<double>() < 1e9);
         }
     }
-}
-
-// Runs trainhost with the checkpoint plugin loaded, unless the arguments name plugins.
-RunResult run_trainhost(std::vector<std::string> arguments) {
-    bool named = false;
-    for (const auto& a : arguments) named = named || a.rfind("--plugins", 0) == 0;
-    if (!named) arguments.push_back("--plugins=checkpoint");
-    return test_support::run_trainhost(arguments);
 }
 
 }  // namespace
@@ -154,53 +145,6 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
         const auto data = trainhost::checkpoint::read_checkpoint(saved / "last.safetensors");
         CHECK(*data.meta("weights_only") == "0");
         CHECK(run_trainhost({"--config", first.string(), "--resume", "last"}).exit_code == 0);
-    }
-}
-
-TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]") {
-    TempDir dir;
-    const auto ckpt = dir.path() / "ckpt";
-    SECTION("k = 2 with a filename template") {
-        auto config = dir.write("run.toml", tiny_config(4, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = 2\n"
-                                                                                  "filename = \"{epoch}-{val_loss:.4f}\"\n")));
-        auto run = run_trainhost({"--config", config.string(), "--report", (dir.path() / "r.json").string()});
-        REQUIRE(run.exit_code == 0);
-        auto names = files_in(ckpt);
-        REQUIRE(names.size() == 3);  // two best and last
-        CHECK(names.back() == "last.safetensors");
-        // val_loss falls every epoch here, so the two best are the last two epochs.
-        CHECK(names[0].rfind("epoch=2-val_loss=0.", 0) == 0);
-        CHECK(names[1].rfind("epoch=3-val_loss=0.", 0) == 0);
-        auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
-        const double best = report["fits"][0]["final_metrics"]["checkpoint.best_score"];
-        CHECK(best == Approx(report["fits"][0]["final_metrics"]["val_loss"].get<double>()));
-    }
-    SECTION("without auto_insert_metric_name the template is taken as written") {
-        auto config = dir.write("bare.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch:02d}-s{step}\"\n"
-                                                                                    "auto_insert_metric_name = false\n")));
-        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
-        CHECK(files_in(ckpt) == std::vector<std::string>{"e00-s2.safetensors", "last.safetensors"});
-    }
-    SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
-        auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
-        REQUIRE(run_trainhost({"--config", all.string()}).exit_code == 0);
-        CHECK(files_in(ckpt / "all").size() == 4);
-        auto none = dir.write("none.toml", tiny_config(3, checkpoint_table(ckpt / "none", "save_top_k = 0\n")));
-        REQUIRE(run_trainhost({"--config", none.string()}).exit_code == 0);
-        CHECK(files_in(ckpt / "none") == std::vector<std::string>{"last.safetensors"});
-        auto thin = dir.write("thin.toml", tiny_config(4, checkpoint_table(ckpt / "thin", "save_top_k = -1\nevery_n_epochs = 2\n")));
-        REQUIRE(run_trainhost({"--config", thin.string()}).exit_code == 0);
-        CHECK(files_in(ckpt / "thin") == std::vector<std::string>{"epoch=1-step=4.safetensors", "epoch=3-step=8.safetensors",
-                                                                   "last.safetensors"});
-    }
-    SECTION("weights_only files hold parameters only and cannot resume") {
-        auto config = dir.write("w.toml", tiny_config(1, checkpoint_table(ckpt, "weights_only = true\n")));
-        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
-        const auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
-        for (const auto& tensor : data.tensors) CHECK(tensor.name.rfind("param/", 0) == 0);
-        auto resume = run_trainhost({"--config", config.string(), "--resume", "last"});
-        CHECK(resume.exit_code == 1);
-        CHECK_THAT(resume.err, Contains("a weights-only checkpoint cannot resume training"));
     }
 }
 
@@ -531,20 +475,4 @@ TEST_CASE("a checkpoint without a trainer counter or a random generator state is
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("error: " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
     }
-}
-
-TEST_CASE("step-based saves that monitor a validation metric skip the steps before the first validation", "[checkpoint]") {
-    TempDir dir;
-    const auto ckpt = dir.path() / "ckpt";
-    // 2 epochs of 2 steps: steps 1 and 2 come before epoch 1's validation.
-    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = -1\n"
-                                                                              "every_n_train_steps = 1\n")));
-    auto run = run_trainhost({"--config", config.string()});
-    REQUIRE(run.exit_code == 0);
-    const std::string warning = "checkpoint: 'val_loss' is not there before the first validation; saves until then "
-                                "are skipped";
-    CHECK_THAT(run.err, Contains(warning));
-    CHECK(run.err.find(warning) == run.err.rfind(warning));  // once
-    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=1-step=3.safetensors", "epoch=1-step=4.safetensors",
-                                                      "last.safetensors"});
 }

@@ -388,7 +388,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
             INFO(kept);
             auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
             CHECK(run.exit_code == 0);
-            CHECK_THAT(run.err, Contains("checkpoint: the saved state keeps 1 checkpoint file(s) outside dirpath '" +
+            CHECK_THAT(run.err, Contains("warning: [checkpoint] the saved state keeps 1 checkpoint file(s) outside dirpath '" +
                                          saved.ckpt().string() + "' (" + kept.string() +
                                          "); they are left alone, neither ranked nor deleted\n"));
             CHECK(fs::exists(precious));

@@ -1,0 +1,140 @@
+// Which files the checkpoint plugin writes and keeps: top-k by a monitored metric or
+// by recency, the bookkeeping a resume from any of them continues, and what it says
+// when the monitored metric never comes.
+#include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+using Catch::Matchers::Contains;
+using checkpoint_runs::checkpoint_table;
+using checkpoint_runs::run_trainhost;
+using test_support::files_in;
+using test_support::TempDir;
+using test_support::tiny_config;
+namespace fs = std::filesystem;
+
+TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    SECTION("k = 2 with a filename template") {
+        auto config = dir.write("run.toml", tiny_config(4, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = 2\n"
+                                                                                  "filename = \"{epoch}-{val_loss:.4f}\"\n")));
+        auto run = run_trainhost({"--config", config.string(), "--report", (dir.path() / "r.json").string()});
+        REQUIRE(run.exit_code == 0);
+        auto names = files_in(ckpt);
+        REQUIRE(names.size() == 3);  // two best and last
+        CHECK(names.back() == "last.safetensors");
+        // val_loss falls every epoch here, so the two best are the last two epochs.
+        CHECK(names[0].rfind("epoch=2-val_loss=0.", 0) == 0);
+        CHECK(names[1].rfind("epoch=3-val_loss=0.", 0) == 0);
+        auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
+        const double best = report["fits"][0]["final_metrics"]["checkpoint.best_score"];
+        CHECK(best == Approx(report["fits"][0]["final_metrics"]["val_loss"].get<double>()));
+    }
+    SECTION("without auto_insert_metric_name the template is taken as written") {
+        auto config = dir.write("bare.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch:02d}-s{step}\"\n"
+                                                                                    "auto_insert_metric_name = false\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        CHECK(files_in(ckpt) == std::vector<std::string>{"e00-s2.safetensors", "last.safetensors"});
+    }
+    SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
+        auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
+        REQUIRE(run_trainhost({"--config", all.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "all").size() == 4);
+        auto none = dir.write("none.toml", tiny_config(3, checkpoint_table(ckpt / "none", "save_top_k = 0\n")));
+        REQUIRE(run_trainhost({"--config", none.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "none") == std::vector<std::string>{"last.safetensors"});
+        auto thin = dir.write("thin.toml", tiny_config(4, checkpoint_table(ckpt / "thin", "save_top_k = -1\nevery_n_epochs = 2\n")));
+        REQUIRE(run_trainhost({"--config", thin.string()}).exit_code == 0);
+        CHECK(files_in(ckpt / "thin") == std::vector<std::string>{"epoch=1-step=4.safetensors", "epoch=3-step=8.safetensors",
+                                                                   "last.safetensors"});
+    }
+    SECTION("weights_only files hold parameters only and cannot resume") {
+        auto config = dir.write("w.toml", tiny_config(1, checkpoint_table(ckpt, "weights_only = true\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        const auto data = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+        for (const auto& tensor : data.tensors) CHECK(tensor.name.rfind("param/", 0) == 0);
+        auto resume = run_trainhost({"--config", config.string(), "--resume", "last"});
+        CHECK(resume.exit_code == 1);
+        CHECK_THAT(resume.err, Contains("a weights-only checkpoint cannot resume training"));
+    }
+}
+
+TEST_CASE("step-based saves that monitor a validation metric skip the steps before the first validation", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    // 2 epochs of 2 steps: steps 1 and 2 come before epoch 1's validation.
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = -1\n"
+                                                                              "every_n_train_steps = 1\n")));
+    auto run = run_trainhost({"--config", config.string()});
+    REQUIRE(run.exit_code == 0);
+    const std::string warning = "warning: [checkpoint] 'val_loss' is not there before the first validation; saves until "
+                                "then are skipped\n";
+    CHECK_THAT(run.err, Contains(warning));
+    CHECK(run.err.find(warning) == run.err.rfind(warning));  // once
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=1-step=3.safetensors", "epoch=1-step=4.safetensors",
+                                                      "last.safetensors"});
+    CHECK_THAT(run.err, !Contains("no checkpoint ranked by"));  // a validation came later
+}
+
+// Lightning's rule: a top-k file's own state already lists it, so a resume from it
+// goes on ranking it and deletes it once it drops out; its best score is its own.
+TEST_CASE("a resume from a top-k file keeps ranking it, deletes it when it drops out and keeps its best score",
+          "[checkpoint][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    // val_loss falls every epoch here, so each epoch's file is the new best.
+    const bool monitored = GENERATE(true, false);
+    INFO((monitored ? "monitor = val_loss" : "no monitor: the most recent is best"));
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, monitored ? "monitor = \"val_loss\"\n" : "")));
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    const fs::path best = ckpt / "epoch=1-step=4.safetensors";
+    REQUIRE(files_in(ckpt) == std::vector<std::string>{best.filename().string(), "last.safetensors"});
+    if (monitored) {
+        const auto data = trainhost::checkpoint::read_checkpoint(best);
+        REQUIRE(data.meta("metric/checkpoint.best_score") != nullptr);
+        CHECK(*data.meta("metric/checkpoint.best_score") == *data.meta("metric/val_loss"));
+    }
+
+    const auto report = dir.path() / "r.json";
+    auto resumed = run_trainhost({"--config", config.string(), "--resume", best.string(), "--epochs", "4", "--report",
+                                  report.string()});
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=3-step=8.safetensors", "last.safetensors"});
+    if (monitored) {
+        const auto metrics = nlohmann::json::parse(test_support::read_file(report))["fits"][0]["final_metrics"];
+        CHECK(metrics["checkpoint.best_score"].get<double>() == metrics["val_loss"].get<double>());
+    }
+}
+
+TEST_CASE("a top-k save that fails keeps the earlier files and fails the fit", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\n")));
+    REQUIRE(run_trainhost({"--config", config.string(), "--epochs", "1"}).exit_code == 0);
+    REQUIRE(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "last.safetensors"});
+    // The next top-k file's name is taken by a directory, which no file can replace.
+    fs::create_directory(ckpt / "epoch=1-step=4.safetensors");
+    auto resumed = run_trainhost({"--config", config.string(), "--resume", "last"});
+    CHECK(resumed.exit_code == 4);
+    CHECK_THAT(resumed.err, Contains("epoch=1-step=4.safetensors"));
+    CHECK(fs::exists(ckpt / "epoch=0-step=2.safetensors"));  // still the best there is
+}
+
+TEST_CASE("a monitored validation metric that never comes leaves a warning at the fit's end", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    std::string text = tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\n"));
+    text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+    auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit (2 "
+                                 "save(s) skipped): no validation ran; is there a validation split?\n"));
+    CHECK(files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
+}
