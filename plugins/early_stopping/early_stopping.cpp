@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 namespace {
@@ -88,13 +89,25 @@ public:
         out.put(best_epoch_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
-        best_ = in.get<double>();
-        wait_ = in.get<std::int64_t>();
-        best_epoch_ = in.get<std::uint32_t>();
+        const auto best = in.get<double>();
+        const auto wait = in.get<std::int64_t>();
+        const auto best_epoch = in.get<std::uint32_t>();
+        // Both count epochs, of which a run has at most a million; a NaN best would make
+        // every later value no improvement.
+        if (std::isnan(best)) throw std::runtime_error("saved state has a NaN best score");
+        if (wait < 0 || wait > kMostEpochs || best_epoch >= kMostEpochs)
+            throw std::runtime_error("saved state has " + std::to_string(wait) + " epochs without improvement since epoch " +
+                                     std::to_string(best_epoch) + ", beyond the " + std::to_string(kMostEpochs) +
+                                     " epochs a run can have");
+        best_ = best;
+        wait_ = wait;
+        best_epoch_ = best_epoch;
         restored_ = true;
     }
 
 private:
+    static constexpr std::int64_t kMostEpochs = 1'000'000;  // the host's limit on `epochs`
+
     [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
     static std::string format(double v) {
         char text[32];

@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <tuple>
 #include <zlib.h>
 
 using Catch::Matchers::Contains;
@@ -318,10 +320,11 @@ public:
         bytes_.insert(bytes_.end(), text.begin(), text.end());
         return *this;
     }
-    // `data` with this as the state of the checkpoint plugin.
-    [[nodiscard]] trainhost::checkpoint::CheckpointData as_checkpoint_state(trainhost::checkpoint::CheckpointData data) const {
+    // `data` with this as the state of `plugin`.
+    [[nodiscard]] trainhost::checkpoint::CheckpointData as_state_of(const std::string& plugin,
+                                                                    trainhost::checkpoint::CheckpointData data) const {
         for (auto& tensor : data.tensors)
-            if (tensor.name == "plugin/checkpoint") {
+            if (tensor.name == "plugin/" + plugin) {
                 tensor.bytes = bytes_;
                 tensor.shape = {bytes_.size()};
             }
@@ -339,11 +342,33 @@ TEST_CASE("a checkpoint plugin state that counts more kept files than it holds i
     Saved saved;
     for (const std::uint64_t count : {std::uint64_t{1} << 31, std::uint64_t{1} << 62, ~std::uint64_t{0}}) {
         DYNAMIC_SECTION("count " << count) {
-            auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_checkpoint_state(saved.data()));
+            auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_state_of("checkpoint", saved.data()));
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
                                          "saved state: saved state is truncated: it lists " + std::to_string(count) +
                                          " kept checkpoints in 8 bytes\n"));
+        }
+    }
+}
+
+TEST_CASE("an early_stopping state with a NaN best or an impossible count of epochs is refused", "[checkpoint][state]") {
+    Saved saved;
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    const std::vector<std::tuple<double, std::int64_t, std::uint32_t, std::string>> cases = {
+        {nan, 0, 0, "saved state has a NaN best score"},
+        {0.5, -1, 0, "saved state has -1 epochs without improvement since epoch 0, beyond the 1000000 epochs a run can have"},
+        {0.5, std::numeric_limits<std::int64_t>::max(), 0,
+         "saved state has 9223372036854775807 epochs without improvement since epoch 0, beyond the 1000000 epochs a run "
+         "can have"},
+        {0.5, 0, 4294967295u,
+         "saved state has 0 epochs without improvement since epoch 4294967295, beyond the 1000000 epochs a run can have"},
+    };
+    for (const auto& [best, wait, best_epoch, message] : cases) {
+        DYNAMIC_SECTION(message) {
+            auto run = saved.resume(StateBytes().put(best).put(wait).put(best_epoch).as_state_of("early_stopping", saved.data()));
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'early_stopping' refused its "
+                                         "saved state: " + message + "\n"));
         }
     }
 }
@@ -367,7 +392,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
                                      saved.ckpt() / "last.safetensors" / ".."}) {
             INFO(kept);
             const auto victim = saved.dir().write("victim.txt", "precious\n");
-            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            auto run = saved.resume(keeping(kept).as_state_of("checkpoint", data));
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains(error + "saved state keeps '" + kept.string() +
                                          "', which is not a .safetensors checkpoint file\n"));
@@ -376,7 +401,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
     }
     SECTION("last.safetensors as a kept file is refused: top-k would delete what --resume last reads") {
         const fs::path kept = saved.ckpt() / "last.safetensors";
-        auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+        auto run = saved.resume(keeping(kept).as_state_of("checkpoint", data));
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains(error + "saved state keeps '" + kept.string() +
                                      "' as a top-k file: it is what save_last writes and --resume last reads\n"));
@@ -386,7 +411,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
         const auto precious = saved.dir().write("elsewhere/precious.safetensors", "precious\n");
         for (const fs::path& kept : {precious, saved.ckpt() / ".." / "elsewhere" / "precious.safetensors"}) {
             INFO(kept);
-            auto run = saved.resume(keeping(kept).as_checkpoint_state(data));
+            auto run = saved.resume(keeping(kept).as_state_of("checkpoint", data));
             CHECK(run.exit_code == 0);
             CHECK_THAT(run.err, Contains("warning: [checkpoint] the saved state keeps 1 checkpoint file(s) outside dirpath '" +
                                          saved.ckpt().string() + "' (" + kept.string() +
@@ -396,7 +421,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
     }
     SECTION("a file of dirpath spelt another way is still deleted once it drops out of the top k") {
         REQUIRE(fs::exists(saved.ckpt() / "epoch=0-step=2.safetensors"));
-        auto run = saved.resume(keeping(saved.ckpt() / "sub" / ".." / "epoch=0-step=2.safetensors").as_checkpoint_state(data));
+        auto run = saved.resume(keeping(saved.ckpt() / "sub" / ".." / "epoch=0-step=2.safetensors").as_state_of("checkpoint", data));
         CHECK(run.exit_code == 0);
         CHECK_THAT(run.err, !Contains("outside dirpath"));
         CHECK(files_in(saved.ckpt()) == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
