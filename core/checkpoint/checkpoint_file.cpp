@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -234,12 +235,37 @@ CheckpointData read_checkpoint(const fs::path& file) {
         throw fail(fmt::format("header size {} does not fit in a file of {} bytes (truncated?)", header_size, file_size));
     std::string text(header_size, '\0');
     if (!in.read(text.data(), header_size)) throw fail("header cut short");
+    // The parser would stop at a NUL and never see, let alone check, what follows.
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+        throw fail(fmt::format("header holds a NUL byte at offset {}", nul));
+    // A key twice in one object is taken once, the last: refused, since another reader
+    // could take the first and see another file than the checksums cover.
+    std::vector<std::set<std::string>> open_objects;
+    std::optional<std::string> repeated;
+    const auto watch_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+        using Event = nlohmann::json::parse_event_t;
+        if (event == Event::object_start) open_objects.emplace_back();
+        else if (event == Event::object_end) open_objects.pop_back();
+        else if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second && !repeated)
+            repeated = parsed.get<std::string>();
+        return true;
+    };
     nlohmann::json header;
     try {
-        header = nlohmann::json::parse(text);
+        header = nlohmann::json::parse(text, watch_keys);
     } catch (const nlohmann::json::exception& e) {
         throw fail(fmt::format("header is not JSON ({})", e.what()));
     }
+    if (repeated) throw fail(fmt::format("header names '{}' twice in one object", *repeated));
+    // Whole numbers of 0 or more: the parser would truncate 4.9 to 4 and wrap -1 round.
+    const auto counts = [&](const std::string& name, const nlohmann::json& entry, const char* field) {
+        const nlohmann::json& value = entry.at(field);
+        if (!value.is_array() ||
+            !std::all_of(value.begin(), value.end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); }))
+            throw fail(fmt::format("tensor '{}' has {} {}, not a list of whole numbers of 0 or more", name, field,
+                                   value.dump().substr(0, 80)));
+        return value.get<std::vector<std::uint64_t>>();
+    };
     if (!header.is_object() || !header.contains("__metadata__") || !header["__metadata__"].is_object())
         throw fail("no __metadata__ in the header");
     CheckpointData data;
@@ -261,8 +287,8 @@ CheckpointData read_checkpoint(const fs::path& file) {
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") continue;
         try {
-            TensorEntry t{name, entry.at("dtype").get<std::string>(), entry.at("shape").get<std::vector<std::uint64_t>>(), {}};
-            const auto offsets = entry.at("data_offsets").get<std::vector<std::uint64_t>>();
+            TensorEntry t{name, entry.at("dtype").get<std::string>(), counts(name, entry, "shape"), {}};
+            const auto offsets = counts(name, entry, "data_offsets");
             if (t.dtype != "F32" && t.dtype != "U8") throw fail(fmt::format("tensor '{}' has dtype {}", name, t.dtype));
             const std::optional<std::uint64_t> size = byte_size(t.dtype, t.shape);
             if (!size)

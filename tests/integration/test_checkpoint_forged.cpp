@@ -69,12 +69,15 @@ std::uint64_t header_size(const std::string& bytes) {
 
 nlohmann::json header_of(const std::string& bytes) { return nlohmann::json::parse(bytes.substr(8, header_size(bytes))); }
 
-std::string with_header(const std::string& bytes, const nlohmann::json& header) {
-    std::string text = header.dump();
+std::string with_header_text(const std::string& bytes, std::string text) {
     text.append((8 - (text.size() + 8) % 8) % 8, ' ');
     std::string out(8, '\0');
     for (int i = 0; i < 8; ++i) out[i] = static_cast<char>(static_cast<std::uint64_t>(text.size()) >> (8 * i));
     return out + text + bytes.substr(8 + header_size(bytes));
+}
+
+std::string with_header(const std::string& bytes, const nlohmann::json& header) {
+    return with_header_text(bytes, header.dump());
 }
 
 // A fresh checkpoint as trainhost wrote it in format 1 (a CRC-32 of the data alone) or
@@ -144,6 +147,38 @@ TEST_CASE("a renamed or reshaped tensor is refused by the header's checksum", "[
                                          ": not a valid trainhost checkpoint: checksum mismatch: stored header_crc32 ") &&
                                     Contains(", the tensor table and metadata have ") &&
                                     Contains(" (corrupt or edited file)\n"));
+        }
+    }
+}
+
+// What the checksums cannot cover, since they are of what was parsed: parts the parser
+// never reads, keys it reads once, numbers it would round.
+TEST_CASE("a header with a NUL, a repeated key or a count that is no whole number is refused", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    const std::string file = (saved.dir().path() / "edited.safetensors").string();
+    const std::string text = header_of(bytes).dump();
+    const auto refused = [&](const std::string& edited, const std::string& what) {
+        auto run = saved.resume("edited.safetensors", edited);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: " + what + "\n"));
+    };
+    SECTION("a NUL, and anything after it") {
+        refused(with_header_text(bytes, text + std::string("\0{\"not\": json", 13)),
+                "header holds a NUL byte at offset " + std::to_string(text.size()));
+    }
+    SECTION("a key twice in one object") {
+        std::string twice = text;
+        twice.replace(twice.find("\"__metadata__\":{"), 16, "\"__metadata__\":{\"format\":\"bogus\",");
+        refused(with_header_text(bytes, twice), "header names 'format' twice in one object");
+    }
+    for (const auto& [field, value] : std::vector<std::pair<std::string, nlohmann::json>>{
+             {"shape", {4.9, 8.9}}, {"shape", {-1}}, {"data_offsets", {0.5, 128.5}}, {"data_offsets", 7}}) {
+        DYNAMIC_SECTION(field << " " << value.dump()) {
+            nlohmann::json header = header_of(bytes);
+            header["param/dense0.weight"][field] = value;
+            refused(with_header(bytes, header), "tensor 'param/dense0.weight' has " + field + " " + value.dump() +
+                                                    ", not a list of whole numbers of 0 or more");
         }
     }
 }
