@@ -6,9 +6,12 @@
 #include "lifecycle/fit_state.hpp"
 
 #include "data/random.hpp"
+#include "plugin/declarations.hpp"
 
 #include <algorithm>
 #include <charconv>
+#include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -34,15 +37,37 @@ std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::str
     return value;
 }
 
-// A double written with %a (hexadecimal, so it comes back bit for bit); the whole
-// string must parse.
+// A count that `most` bounds, where a larger one is damage (and might wrap); `why`
+// says where the bound comes from.
+std::uint64_t meta_number_at_most(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file,
+                                  std::uint64_t most, std::string_view why) {
+    const std::uint64_t value = meta_number(data, key, file);
+    if (value > most) throw ConfigError(fmt::format("{}: checkpoint '{}' is out of range: {} ({})", file, key, value, why));
+    return value;
+}
+
+bool meta_flag(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file) {
+    const std::string* text = data.meta(key);
+    if (text != nullptr && *text != "0" && *text != "1")
+        throw ConfigError(fmt::format("{}: checkpoint '{}' is neither 0 nor 1: {}", file, key, *text));
+    return meta_number(data, key, file) == 1;
+}
+
+// A double as %a writes it (hexadecimal, so it comes back bit for bit, or nan, inf):
+// the whole string, with no leading space or '+', and no decimal that overflows.
 double meta_double(const std::string& text, const std::string& key, const std::string& file) {
     char* stop = nullptr;
+    errno = 0;
     const double value = std::strtod(text.c_str(), &stop);
-    if (text.empty() || stop != text.c_str() + text.size())
+    if (text.empty() || stop != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])) ||
+        text[0] == '+' || (errno == ERANGE && std::isinf(value)))
         throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, text));
     return value;
 }
+
+// No run takes a step a microsecond for 31 years: a larger count is damage, and
+// below it no counter (the optimizer's are signed) overflows at the step after.
+constexpr std::uint64_t kMostSteps = 1'000'000'000'000'000;
 
 // The optimizer as configured, saved so a resume can name both when they differ.
 std::string optimizer_kind(const config::OptimizerSpec& spec) {
@@ -65,9 +90,6 @@ std::vector<float> floats_of(const checkpoint::TensorEntry& tensor) {
     if (!values.empty()) std::memcpy(values.data(), tensor.bytes.data(), values.size() * sizeof(float));
     return values;
 }
-
-// No run comes near it, and the optimizer's signed counter cannot overflow at the step after.
-constexpr std::uint64_t kMaxOptimizerSteps = std::uint64_t{1} << 53;
 
 // Every parameter's optimizer state, or none (a save before the first step): a file
 // with state for some parameters and not for another was damaged or edited, and its
@@ -105,12 +127,10 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
             *values = floats_of(*t);
         }
         const std::uint64_t steps = meta_number(data, prefix + "/steps", file);
-        if (steps > std::min(global_step, kMaxOptimizerSteps))
-            throw ConfigError(fmt::format("{}: checkpoint '{}/steps' is out of range: {} (more than {})", file, prefix,
-                                          steps,
-                                          global_step < kMaxOptimizerSteps
-                                              ? fmt::format("trainer.global_step, {}", global_step)
-                                              : std::string("2^53")));
+        if (steps > global_step)
+            throw ConfigError(fmt::format("{}: checkpoint '{}/steps' is out of range: {} (more than trainer.global_step, "
+                                          "{})",
+                                          file, prefix, steps, global_step));
         saved.steps = static_cast<std::int64_t>(steps);
         state.emplace(p->id, std::move(saved));
     }
@@ -236,7 +256,7 @@ void Session::load_start_checkpoint() {
                           "checkpoint's parameters)");
     const std::filesystem::path file = checkpoint_path("--resume", options_.resume);
     resume_ = checkpoint::read_checkpoint(file);
-    if (resume_->metadata["weights_only"] == "1")
+    if (resume_->meta("weights_only") != nullptr && meta_flag(*resume_, "weights_only", file.string()))
         throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state; "
                                       "--weights starts a run from its parameters)",
                                       file.string()));
@@ -288,7 +308,10 @@ void Session::restore_checkpoint() {
                                       "become {}; resume with the [optimizer] the checkpoint was trained with",
                                       file, *saved, configured, state_kind(*saved), state_kind(configured)));
     restore_parameters(data, file);
-    const std::uint64_t global_step = meta_number(data, "trainer.global_step", file);
+    const std::uint64_t fit_step = meta_number_at_most(data, "trainer.fit_step", file, kMostSteps, "no run takes that many");
+    // An optimizer step follows each training batch started.
+    const std::uint64_t global_step = meta_number_at_most(data, "trainer.global_step", file, fit_step,
+                                                          fmt::format("more than trainer.fit_step, {}", fit_step));
     const auto optimizer_state =
         saved_optimizer_state(data, file, fit.model->parameters(), *fit.optimizer, global_step);
     try {
@@ -337,23 +360,43 @@ void Session::restore_checkpoint() {
     if (saved_epoch >= config::kMaxEpochs)
         throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch' is out of range: {}", file, saved_epoch));
     const auto epoch = static_cast<std::uint32_t>(saved_epoch);
-    const bool complete = meta_number(data, "trainer.epoch_complete", file) == 1;
+    const bool complete = meta_flag(data, "trainer.epoch_complete", file);
     start_epoch_ = complete ? epoch + 1 : epoch;
-    start_batch_ = complete ? 0 : meta_number(data, "trainer.batches_done", file);
+    start_batch_ = complete ? 0
+                            : meta_number_at_most(data, "trainer.batches_done", file, training_batches(),
+                                                  fmt::format("an epoch of this run has {} training batches",
+                                                              training_batches()));
     state_.global_step = global_step;
-    batches_started_ = meta_number(data, "trainer.fit_step", file);
+    batches_started_ = fit_step;
     batches_completed_ = batches_started_;
     // The metrics as they were (monitored ones included), and the resumed epoch's
     // running totals: the epoch ends with the metrics of a run that never stopped.
-    for (const auto& [key, text] : data.metadata)
-        if (key.starts_with(kMetricPrefix)) metrics_[key.substr(kMetricPrefix.size())] = meta_double(text, key, file);
+    for (const auto& [key, text] : data.metadata) {
+        if (!key.starts_with(kMetricPrefix)) continue;
+        const std::string name = key.substr(kMetricPrefix.size());
+        // A metric's name as metric_set takes it: the report and the CSV columns print it.
+        if (const std::string why = plugin::invalid_metric_key(name); !why.empty())
+            throw ConfigError(fmt::format("{}: checkpoint metadata '{}' names no metric: {}", file, key, why));
+        metrics_[name] = meta_double(text, key, file);
+    }
     if (start_batch_ > 0 && data.meta("trainer.epoch_loss_sum") != nullptr) {
         epoch_loss_sum_ = meta_double(*data.meta("trainer.epoch_loss_sum"), "trainer.epoch_loss_sum", file);
         if (!std::isfinite(epoch_loss_sum_))
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not finite: {}", file,
                                           *data.meta("trainer.epoch_loss_sum")));
-        epoch_correct_ = meta_number(data, "trainer.epoch_correct", file);
-        state_.samples_seen = meta_number(data, "trainer.epoch_samples", file);
+        // The epoch's running totals divide by its samples: start_batch_ batches of
+        // batch_size rows at most, and of one at least.
+        const std::uint64_t most = std::min<std::uint64_t>(train_.count, start_batch_ * options_.config.data.batch_size);
+        state_.samples_seen = meta_number_at_most(
+            data, "trainer.epoch_samples", file, most,
+            fmt::format("{} batch{} of this run hold {} training samples at most", start_batch_,
+                        start_batch_ == 1 ? "" : "es", most));
+        if (state_.samples_seen < start_batch_)
+            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: {} (less than a "
+                                          "sample for each of its {} batches)",
+                                          file, state_.samples_seen, start_batch_));
+        epoch_correct_ = meta_number_at_most(data, "trainer.epoch_correct", file, state_.samples_seen,
+                                             fmt::format("more than trainer.epoch_samples, {}", state_.samples_seen));
     }
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,

@@ -19,6 +19,10 @@ std::size_t limited(std::size_t batches, std::int64_t limit) {
 
 }  // namespace
 
+std::size_t Session::training_batches() const {
+    return limited(fit_->batcher->batches(), options_.config.data.limit_train_batches);
+}
+
 std::uint64_t Session::train_epoch() {
     FitState& fit = *fit_;
     // A resumed epoch skips the batches the checkpoint already trained on; the
@@ -34,7 +38,7 @@ std::uint64_t Session::train_epoch() {
     const std::uint64_t samples_before = state_.samples_seen;
     fit.batcher->start_epoch(state_.epoch);
     epoch_first_step_ = batches_started_;
-    state_.batches_in_epoch = limited(fit.batcher->batches(), options_.config.data.limit_train_batches);
+    state_.batches_in_epoch = training_batches();
     epoch_batches_done_ = first_batch;
     epoch_trained_ = false;
     dispatch(TH_HOOK_EPOCH_START);

@@ -32,6 +32,9 @@ std::string invalid_metric_key(std::string_view key) {
     if (key.empty()) return "a metric needs a name";
     if (std::any_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ',' || c == ' ' || c == '\t'; }))
         return fmt::format("metric name '{}' has a '*', ',' or blank, which no declaration can name", key);
+    // A report line or a CSV column would print it.
+    if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+        return "metric name has a control character";
     return {};
 }
 

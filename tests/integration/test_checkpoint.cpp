@@ -244,7 +244,8 @@ TEST_CASE("a well-formed checkpoint whose tensors do not fit the model is refuse
     CHECK_THAT(run.err, Contains("optimizer/dense0.weight/first does not fit parameter dense0.weight"));
 }
 
-TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not numbers is refused", "[checkpoint]") {
+TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not numbers or do not fit together is refused",
+          "[checkpoint]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
     // Saved after the first step: in the middle of epoch 1, so the resume reads the totals.
@@ -262,7 +263,14 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
                                    Forgery{"trainer.epoch_correct", "many", "is not a number"},
                                    Forgery{"trainer.epoch_correct", "5junk", "is not a number"},
                                    Forgery{"trainer.epoch_samples", "-1", "is not a number"},
-                                   Forgery{"metric/train_loss", "low", "is not a number"}}) {
+                                   Forgery{"metric/train_loss", "low", "is not a number"},
+                                   Forgery{"metric/train_loss", " 0x1p+0", "is not a number"},
+                                   Forgery{"metric/train_loss", "1e309", "is not a number"},
+                                   // 30 training samples in batches of 16: 2 batches, 16 samples in the first.
+                                   Forgery{"trainer.batches_done", "3", "is out of range"},
+                                   Forgery{"trainer.epoch_samples", "17", "is out of range"},
+                                   Forgery{"trainer.epoch_samples", "0", "is out of range"},
+                                   Forgery{"trainer.epoch_correct", "17", "is out of range"}}) {
         DYNAMIC_SECTION(forgery.key << " = " << forgery.value) {
             auto forged = data;
             forged.metadata[forgery.key] = forgery.value;
@@ -271,6 +279,16 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains(std::string("checkpoint '") + forgery.key + "' " + forgery.complaint + ": " +
                                          forgery.value));
+        }
+    }
+    for (const std::string key : {"metric/", "metric/a\x01b"}) {
+        DYNAMIC_SECTION("a metric named '" << key << "'") {
+            auto forged = data;
+            forged.metadata[key] = "0x1p+0";
+            trainhost::checkpoint::write_checkpoint(dir.path() / "forged.safetensors", forged);
+            auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "forged.safetensors").string()});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("checkpoint metadata '" + key + "' names no metric: "));
         }
     }
 }

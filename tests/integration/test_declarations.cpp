@@ -51,13 +51,15 @@ TEST_CASE("through the SDK an undeclared change throws and fails the hook that m
     CHECK_THAT(run.last_line(), Contains("1 misuse") && Contains("test_misuser undeclared_write"));
 }
 
-TEST_CASE("a metric name that no declaration could name is refused as an argument", "[declarations][misuse]") {
+TEST_CASE("a metric name that no declaration could name or with a control character is refused as an argument",
+          "[declarations][misuse]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"bad_metric_key\"\n"));
     auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
     CHECK(run.exit_code == 0);  // refused as a bad argument (not a misuse); the plugin carried on
     CHECK_THAT(run.out, Contains("refused: metric_set: metric name 'a*b' has a '*', ',' or blank, which no "
-                                 "declaration can name"));
+                                 "declaration can name") &&
+                            Contains("refused: metric_set: metric name has a control character\n"));
     CHECK_THAT(run.last_line(), Contains("resources: clean"));
 }
 
