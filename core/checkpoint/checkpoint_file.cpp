@@ -1,6 +1,7 @@
 #include "checkpoint/checkpoint_file.hpp"
 
 #include "files/atomic_file.hpp"
+#include "files/special_file.hpp"
 
 #include <algorithm>
 #include <array>
@@ -118,14 +119,8 @@ std::optional<std::uint64_t> byte_size(const std::string& dtype, const std::vect
 // Only a regular file (links followed) is read: opening a FIFO blocks until a writer
 // comes, and a device has no size to check the header against.
 void require_regular_file(const fs::path& file, mode_t mode) {
-    if (S_ISREG(mode)) return;
-    if (S_ISDIR(mode)) throw CheckpointError(fmt::format("{}: is a directory, not a checkpoint file", file.string()));
-    const char* kind = S_ISFIFO(mode) ? "a FIFO"
-                       : S_ISCHR(mode) ? "a character device"
-                       : S_ISBLK(mode) ? "a block device"
-                       : S_ISSOCK(mode) ? "a socket"
-                                        : "a special file";
-    throw CheckpointError(fmt::format("{}: is {}, not a checkpoint file", file.string(), kind));
+    if (const std::string_view kind = files::special_file_kind(mode); !kind.empty())
+        throw CheckpointError(fmt::format("{}: is {}, not a checkpoint file", file.string(), kind));
 }
 
 class ReadOnlyFile {

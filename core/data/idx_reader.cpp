@@ -1,5 +1,7 @@
 #include "data/idx_reader.hpp"
 
+#include "files/special_file.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -75,14 +77,15 @@ const char* payload_noun(std::size_t dimension_count) {
     return "data";
 }
 
+// Links followed, as gzopen follows them.
 void require_regular_file(const std::filesystem::path& path, const std::string& path_text) {
-    std::error_code status_error;
-    const auto status = std::filesystem::status(path, status_error);
-    if (status.type() == std::filesystem::file_type::not_found) {
-        throw DataError(fmt::format("{}: file not found", path_text));
+    struct stat info {};
+    if (::stat(path.c_str(), &info) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR) throw DataError(fmt::format("{}: file not found", path_text));
+        throw DataError(fmt::format("{}: cannot access: {}", path_text, std::generic_category().message(errno)));
     }
-    if (status_error) throw DataError(fmt::format("{}: cannot access: {}", path_text, status_error.message()));
-    if (std::filesystem::is_directory(status)) throw DataError(fmt::format("{}: is a directory", path_text));
+    if (const std::string_view kind = files::special_file_kind(info.st_mode); !kind.empty())
+        throw DataError(fmt::format("{}: is {}, not an IDX file", path_text, kind));
 }
 
 std::uint32_t magic_for_dims(std::size_t dimension_count) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include "data/batcher.hpp"
@@ -535,6 +536,19 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         auto run = run_on(dir, idx_run_config(data));
         CHECK(run.exit_code == 4);
         CHECK(run.err == "error: data: " + images.string() + ": file not found\n");
+    }
+    SECTION("a FIFO or a directory for the image file, refused before it could block the run") {
+        write_idx_pair(data, good_labels);
+        std::filesystem::remove(images);
+        REQUIRE(::mkfifo(images.c_str(), 0600) == 0);
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + images.string() + ": is a FIFO, not an IDX file\n");
+        std::filesystem::remove(images);
+        std::filesystem::create_directory(images);
+        run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + images.string() + ": is a directory, not an IDX file\n");
     }
     SECTION("a gzip file cut short") {
         write_idx_pair(data, good_labels);
