@@ -55,7 +55,7 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
 class Pruning final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "pruning";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";
     static constexpr const char* description =
         "prune weights by magnitude, at random or by rows; lottery-ticket reset; masks kept applied";
     static constexpr const char* reads = "params";
@@ -214,7 +214,12 @@ public:
         Context ctx(link_, nullptr);
         if (in.get<std::uint32_t>() != targets_.size())
             throw std::runtime_error("saved state prunes another set of parameters (check `parameters`)");
-        steps_done_ = in.get<std::uint32_t>();
+        const auto steps_done = in.get<std::uint32_t>();
+        if (steps_done > planned_steps())
+            throw std::runtime_error("saved state has taken " + std::to_string(steps_done) + " pruning steps, more than the " +
+                                     std::to_string(planned_steps()) +
+                                     " the schedule plans; resume with the schedule it was saved with");
+        steps_done_ = steps_done;
         rng_.set_state(in.get<std::uint64_t>());
         const bool masks = in.get<std::uint8_t>() != 0;
         const bool originals = in.get<std::uint8_t>() != 0;

@@ -269,6 +269,13 @@ TEST_CASE("pruning: checkpoints carry masks, originals, progress and the generat
         CHECK(saved_param(dir.path() / "a" / "last.safetensors", name) ==
               saved_param(dir.path() / "b" / "last.safetensors", name));
     }
+    // Its 3 steps taken are more than a shortened schedule plans.
+    auto shortened = run_pruning(dir, 5, "method = \"random_unstructured\"\nschedule = \"0.5\"\nseed = 9",
+                                 "pruning,checkpoint", table("b"), {"--resume", "last"});
+    CHECK(shortened.result.exit_code == 1);
+    CHECK_THAT(shortened.result.err, Contains("plugin 'pruning' refused its saved state: saved state has taken 3 pruning "
+                                              "steps, more than the 1 the schedule plans; resume with the schedule it "
+                                              "was saved with\n"));
 }
 
 TEST_CASE("pruning: options are checked before anything runs", "[pruning][config]") {
