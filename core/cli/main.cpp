@@ -29,7 +29,8 @@ namespace {
 
 using namespace trainhost;
 
-// "progress, early_stopping" names two plugins, as a reader of it would expect.
+// "progress, early_stopping" names two plugins, as a reader of it would expect (the
+// option's check has refused empty names).
 std::vector<std::string> split_list(const std::string& list) {
     std::vector<std::string> items;
     std::stringstream entries(list);
@@ -57,6 +58,23 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
             return std::string();
         },
         fmt::format("INT in [{}, {}]", low, high));
+}
+
+// An empty name (a doubled, leading or trailing comma, or only blanks) is a slip, not
+// a wish for one plugin fewer: "--plugins=progress," would otherwise run without the
+// plugin the user was about to name.
+CLI::Validator a_plugin_list() {
+    return CLI::Validator(
+        [](std::string& text) {
+            for (std::size_t start = 0;;) {
+                const std::size_t comma = text.find(',', start);
+                if (text.substr(start, comma - start).find_first_not_of(" \t") == std::string::npos)
+                    return fmt::format("'{}' has an empty plugin name (names are separated by single commas)", text);
+                if (comma == std::string::npos) return std::string();
+                start = comma + 1;
+            }
+        },
+        "");
 }
 
 // An option that takes a path: given empty (`--report ''`, an unset shell variable)
@@ -215,7 +233,8 @@ int run_command(int argc, char** argv) {
                                           std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + ")");
     TrainArguments args;
     app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
-    app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order");
+    app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order")
+        ->check(a_plugin_list());
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(integer_in(0, config::kMaxEpochs));
     app.add_option("--seed", args.seed, "override the config's seed")->check(integer_in(0, INT64_MAX));
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
