@@ -115,18 +115,6 @@ TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the op
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };
     test_support::check_usage_errors(cases, {"--config", config});
-}
-
-TEST_CASE("a --plugins list with an empty name is a usage error, not one plugin fewer", "[cli]") {
-    TempDir dir;
-    const std::string config = dir.write("run.toml", tiny_config()).string();
-    const auto empty_name = [](const std::string& list) {
-        return "--plugins: '" + list + "' has an empty plugin name (names are separated by single commas)";
-    };
-    test_support::UsageCases cases;
-    for (const std::string list : {",", " ", "progress,", ",progress", "progress,,early_stopping", "progress, ,early_stopping"})
-        cases.push_back({{"--plugins=" + list}, empty_name(list)});
-    test_support::check_usage_errors(cases, {"--config", config});
     SECTION("a device this run lacks") {
         auto run = run_trainhost({"--config", config, "--device", "cpu:9"});
         CHECK(run.exit_code == 1);
@@ -142,6 +130,18 @@ TEST_CASE("a --plugins list with an empty name is a usage error, not one plugin 
         run = run_trainhost({"--config", from_file, "--device", "cpu:8"});
         CHECK(run.err == "error: --device cpu:8: no device 'cpu:8' in this run (devices: cpu:0, cpu:1, cpu:2, cpu:3)\n");
     }
+}
+
+TEST_CASE("a --plugins list with an empty name is a usage error, not one plugin fewer", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const auto empty_name = [](const std::string& list) {
+        return "--plugins: '" + list + "' has an empty plugin name (names are separated by single commas)";
+    };
+    test_support::UsageCases cases;
+    for (const std::string list : {",", " ", "progress,", ",progress", "progress,,early_stopping", "progress, ,early_stopping"})
+        cases.push_back({{"--plugins=" + list}, empty_name(list)});
+    test_support::check_usage_errors(cases, {"--config", config});
 }
 
 TEST_CASE("a plugin option holding a NUL character is refused before the plugin sees it cut short", "[cli]") {
