@@ -131,16 +131,17 @@ public:
             save(ctx, state);
     }
 
-    void on_fit_start(Context&) override { unranked_saves_ = 0; }
+    void on_fit_start(Context&) override { unranked_saves_ = ranked_saves_ = 0; }
 
     void on_validation_end(Context&) override { validated_ = true; }
 
     // Without a validation split a validation metric never comes: Lightning warns and
     // saves nothing, which a user learns only when looking for the file after the run.
     void on_fit_end(Context& ctx) override {
-        if (unranked_saves_ == 0 || validated_) return;
-        ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit (" +
-                 std::to_string(unranked_saves_) + " save(s) skipped): no validation ran; is there a validation split?");
+        if (unranked_saves_ == 0 || ranked_saves_ > 0) return;
+        ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit: it never appeared (" +
+                 std::to_string(unranked_saves_) + " save(s) skipped)" +
+                 (monitor_.starts_with("val_") && !validated_ ? "; no validation ran: is there a validation split?" : ""));
     }
 
     void on_epoch_end(Context& ctx) override {
@@ -213,6 +214,7 @@ private:
         if (!monitor_.empty()) {
             score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
+            ++ranked_saves_;
         }
         const auto better = [&](double a, double b) { return maximize ? a > b : a < b; };
         const bool keep = top_k_ == -1 || (top_k_ > 0 && (static_cast<std::int64_t>(kept_.size()) < top_k_ ||
@@ -298,6 +300,7 @@ private:
     bool validated_ = false;  // a validation has run in this process
     bool warned_unranked_ = false;
     std::uint64_t unranked_saves_ = 0;  // in this fit, for want of the monitored metric
+    std::uint64_t ranked_saves_ = 0;    // in this fit, by the monitored metric
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

@@ -134,7 +134,7 @@ TEST_CASE("a monitored validation metric that never comes leaves a warning at th
     text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
     auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
     CHECK(run.exit_code == 0);
-    CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit (2 "
-                                 "save(s) skipped): no validation ran; is there a validation split?\n"));
+    CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: it "
+                                 "never appeared (2 save(s) skipped); no validation ran: is there a validation split?\n"));
     CHECK(files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
 }
