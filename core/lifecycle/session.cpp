@@ -272,6 +272,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     batches_started_ = 0;
     batches_completed_ = 0;
     epoch_batches_done_ = 0;
+    batch_in_flight_ = false;
     epoch_trained_ = false;
     epoch_first_step_ = 0;
     pending_move_.reset();

@@ -204,6 +204,9 @@ private:
     std::uint64_t fit_first_step_ = 0;    // fit_step_ of this fit's first batch (after a resume, not 0)
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
     std::uint64_t epoch_batches_done_ = 0;
+    // From a training batch's first change to the epoch's totals to its batch_end: a
+    // checkpoint then would count the batch and train it again.
+    bool batch_in_flight_ = false;
     // The running totals behind train_loss and train_accuracy (with state_.samples_seen):
     // a resume in the middle of an epoch continues them, so the epoch's metrics match
     // an uninterrupted one.

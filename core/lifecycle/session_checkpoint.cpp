@@ -162,10 +162,18 @@ void Session::state_write(resources::OwnerId owner, const void* bytes, std::uint
 void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool weights_only) {
     if (!fit_ || !fit_->model || !fit_->optimizer)
         throw resources::ResourceError(TH_UNSUPPORTED, "there is no model to save: the fit failed before it was built");
+    // A resume picks up between two batches. Inside one, its loss, samples and step are
+    // counted but not the batch, which a resume would train again.
+    if (batch_in_flight_)
+        throw resources::ResourceError(
+            TH_OUT_OF_PHASE, fmt::format("a checkpoint is a point between batches, and batch {} of epoch {} is under way "
+                                         "(save at batch_start or batch_end)",
+                                         state_.batch_index + 1, state_.epoch + 1));
     FitState& fit = *fit_;
     checkpoint::CheckpointData data;
     // Where a resume picks up: counted by the loop itself, so a save from any hook
-    // (a batch not yet stepped, an epoch start, on_exception) names it exactly.
+    // between batches (a batch not yet stepped, an epoch start, on_exception after an
+    // interrupt) names it exactly.
     data.metadata["weights_only"] = weights_only ? "1" : "0";
     data.metadata["trainer.epoch"] = std::to_string(state_.epoch);
     data.metadata["trainer.epoch_complete"] = epoch_trained_ ? "1" : "0";
@@ -374,8 +382,8 @@ void Session::restore_checkpoint() {
     for (const auto& [key, text] : data.metadata) {
         if (!key.starts_with(kMetricPrefix)) continue;
         const std::string name = key.substr(kMetricPrefix.size());
-        // A metric's name as metric_set takes it: the report and the CSV columns print it.
-        if (const std::string why = plugin::invalid_metric_key(name); !why.empty())
+        // A name metric_set takes from a plugin of any ABI (a blank in one from before 1.2).
+        if (const std::string why = plugin::unusable_metric_key(name); !why.empty())
             throw ConfigError(fmt::format("{}: checkpoint metadata '{}' names no metric: {}", file, key, why));
         metrics_[name] = meta_double(text, key, file);
     }
@@ -385,16 +393,17 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not finite: {}", file,
                                           *data.meta("trainer.epoch_loss_sum")));
         // The epoch's running totals divide by its samples: start_batch_ batches of
-        // batch_size rows at most, and of one at least.
+        // batch_size rows at most (fewer, or none, where a plugin skipped batches), and
+        // a loss summed over none is 0.
         const std::uint64_t most = std::min<std::uint64_t>(train_.count, start_batch_ * options_.config.data.batch_size);
         state_.samples_seen = meta_number_at_most(
             data, "trainer.epoch_samples", file, most,
             fmt::format("{} batch{} of this run hold {} training samples at most", start_batch_,
                         start_batch_ == 1 ? "" : "es", most));
-        if (state_.samples_seen < start_batch_)
-            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: {} (less than a "
-                                          "sample for each of its {} batches)",
-                                          file, state_.samples_seen, start_batch_));
+        if (state_.samples_seen == 0 && epoch_loss_sum_ != 0)
+            throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: 0 (though "
+                                          "trainer.epoch_loss_sum, {}, sums the loss of some)",
+                                          file, *data.meta("trainer.epoch_loss_sum")));
         epoch_correct_ = meta_number_at_most(data, "trainer.epoch_correct", file, state_.samples_seen,
                                              fmt::format("more than trainer.epoch_samples, {}", state_.samples_seen));
     }

@@ -49,6 +49,7 @@ std::uint64_t Session::train_epoch() {
         const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
+            batch_in_flight_ = true;
             upload_batch(rows);
             fit.model->forward(rows, true);
             std::size_t batch_correct = 0;
@@ -76,6 +77,7 @@ std::uint64_t Session::train_epoch() {
         // The batch is done (stepped or skipped) before batch_end, where a save counts it.
         ++epoch_batches_done_;
         ++batches_completed_;
+        batch_in_flight_ = false;
         dispatch(TH_HOOK_BATCH_END);
         check_scope(TH_SCOPE_STEP, "batch_end");
         check_steady_state();

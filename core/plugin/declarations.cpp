@@ -28,13 +28,17 @@ bool declarations_checked(const th_plugin_entry& entry) noexcept { return entry.
 
 bool is_pattern(std::string_view declared) { return !pattern_prefix(declared).empty(); }
 
-std::string invalid_metric_key(std::string_view key) {
+std::string unusable_metric_key(std::string_view key) {
     if (key.empty()) return "a metric needs a name";
-    if (std::any_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ',' || c == ' ' || c == '\t'; }))
-        return fmt::format("metric name '{}' has a '*', ',' or blank, which no declaration can name", key);
-    // A report line or a CSV column would print it.
     if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
         return "metric name has a control character";
+    return {};
+}
+
+std::string invalid_metric_key(std::string_view key) {
+    if (std::string why = unusable_metric_key(key); !why.empty()) return why;
+    if (std::any_of(key.begin(), key.end(), [](char c) { return c == '*' || c == ',' || c == ' '; }))
+        return fmt::format("metric name '{}' has a '*', ',' or blank, which no declaration can name", key);
     return {};
 }
 

@@ -33,7 +33,11 @@ enum class DeclarationList { reads, writes };
 // Whether `declared` stands for many names ("metrics", "metric:<prefix>.*").
 [[nodiscard]] bool is_pattern(std::string_view declared);
 
-// Why `key` cannot be a metric's name (it could not be declared); empty if it can.
+// Why `key` cannot be any metric's name, whatever the plugin's ABI: none at all, or a
+// control character, which would break a report line or a CSV column; empty if it can.
+[[nodiscard]] std::string unusable_metric_key(std::string_view key);
+
+// That, or why no declaration (from ABI 1.2) could name `key`; empty if it can.
 [[nodiscard]] std::string invalid_metric_key(std::string_view key);
 
 // Whether a thing named `name` (e.g. "metric:pruning.sparsity") is within `declared`.

@@ -63,6 +63,17 @@ TEST_CASE("a metric name that no declaration could name or with a control charac
     CHECK_THAT(run.last_line(), Contains("resources: clean"));
 }
 
+// Its loss, samples and step are counted by then, but not the batch: a resume would
+// train it twice.
+TEST_CASE("a checkpoint from inside a training batch is refused as out of phase", "[checkpoint][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"save_mid_batch\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(run.exit_code == 0);  // the plugin took the refusal and carried on
+    CHECK_THAT(run.out, Contains("refused: a checkpoint is a point between batches, and batch 1 of "
+                                 "epoch 1 is under way (save at batch_start or batch_end)\n"));
+}
+
 TEST_CASE("a name the host does not know in reads or writes is a load error from ABI 1.2", "[declarations][load]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, ""));

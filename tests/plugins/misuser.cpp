@@ -17,7 +17,8 @@ public:
     static constexpr th_option_spec options[] = {
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
-         "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle or unknown_handle"},
+         "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle, unknown_handle or "
+         "save_mid_batch"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -95,6 +96,12 @@ public:
         if (misuse_ == "undeclared_write" &&
             ctx.link().api().metric_set(ctx.link().host(), "test_misuser.value", 1) != TH_UNDECLARED)
             throw std::runtime_error("an undeclared metric was accepted");
+    }
+    void on_after_optimizer_step(Context& ctx) override {
+        if (misuse_ != "save_mid_batch" || ctx.state().global_step != 1) return;
+        if (ctx.link().api().save_checkpoint(ctx.link().host(), "mid_batch.safetensors", 0) != TH_OUT_OF_PHASE)
+            throw std::runtime_error("a checkpoint inside a batch was written");
+        ctx.info(std::string("refused: ") + ctx.link().api().last_error(ctx.link().host()));
     }
     void on_batch_start(Context& ctx) override {
         if (misuse_ == "promote_growth") {
