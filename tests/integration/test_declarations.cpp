@@ -84,15 +84,20 @@ TEST_CASE("a name the host does not know in reads or writes is a load error from
                                  "metric:<key>, metric:<prefix>.*, metrics)"));
 }
 
-TEST_CASE("a plugin built against ABI 1.1 keeps declarations that only order", "[declarations][abi]") {
+TEST_CASE("a plugin built against ABI 1.1 keeps declarations that only order, and its metric names", "[declarations][abi]") {
     TempDir dir;
-    auto config = dir.write("run.toml", tiny_config(2, ""));
+    auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.checkpoint]\ndirpath = \"" +
+                                                           (dir.path() / "ckpt").string() + "\"\nsave_last = true\n"));
     const auto report_path = dir.path() / "report.json";
-    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_loose_declarations_abi11"),
-                              "--report", report_path.string()});
+    const std::string plugins = "--plugins=checkpoint," + test_plugin("test_loose_declarations_abi11");
+    auto run = run_trainhost({"--config", config.string(), plugins, "--report", report_path.string()});
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
     const auto report = nlohmann::json::parse(test_support::read_file(report_path));
     CHECK(report["violations"].empty());
-    CHECK(report["fits"][0]["final_metrics"]["loose.epochs"] == 2);
+    CHECK(report["fits"][0]["final_metrics"]["loose epochs"] == 2);
+    // A name with a blank was fine before 1.2: a checkpoint holding it resumes.
+    auto resumed = run_trainhost({"--config", config.string(), plugins, "--resume", "last", "--epochs", "3"});
+    INFO(resumed.err);
+    CHECK(resumed.exit_code == 0);
 }

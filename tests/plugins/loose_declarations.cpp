@@ -1,5 +1,6 @@
 // Declarations as a plugin built before ABI 1.2 may have them: a misspelt read
-// ("param") and a metric set without declaring it. Built twice: against this SDK,
+// ("param") and a metric set without declaring it, whose name has a blank that no
+// declaration could name. Built twice: against this SDK,
 // which the host must refuse to load, and with TEST_ABI_MINOR=1, as if built against
 // the 1.1 header, which must load and run as before (its declarations only order).
 #include <trainhost/abi.h>
@@ -19,7 +20,7 @@ public:
     static constexpr const char* reads = "param";
     LooseDeclarations(trainhost::sdk::Context&, const trainhost::sdk::Options&) {}
 
-    void on_epoch_end(trainhost::sdk::Context& ctx) override { ctx.set_metric("loose.epochs", static_cast<double>(ctx.state().epoch + 1)); }
+    void on_epoch_end(trainhost::sdk::Context& ctx) override { ctx.set_metric("loose epochs", static_cast<double>(ctx.state().epoch + 1)); }
 };
 
 }  // namespace
