@@ -53,14 +53,18 @@ std::uint64_t parse_byte_size(std::string_view text) {
     const std::string number(text.substr(0, digits));
     std::string unit(text.substr(digits));
     unit.erase(0, unit.find_first_not_of(' '));
-    static const std::pair<const char*, double> units[] = {{"", 1},           {"B", 1},       {"KiB", 1024.0},
-                                                           {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                                                           {"KB", 1e3},        {"MB", 1e6},    {"GB", 1e9}};
+    static const std::pair<const char*, double> units[] = {
+        {"", 1},         {"B", 1},     {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0}, {"TiB", 1099511627776.0},
+        {"KB", 1e3},     {"MB", 1e6},  {"GB", 1e9},     {"TB", 1e12}};
     for (const auto& [name, factor] : units) {
         if (unit != name || number.empty()) continue;
         char* end = nullptr;
         const double value = std::strtod(number.c_str(), &end);
-        if (end != number.c_str() + number.size() || !(value > 0) || value * factor > 1.8e19) break;
+        if (end != number.c_str() + number.size()) break;
+        if (!(value > 0)) throw std::invalid_argument("a limit must be positive");
+        // 2^64 bytes and beyond do not fit the count; no device comes near.
+        if (value * factor >= 18446744073709551616.0)
+            throw std::invalid_argument(fmt::format("\"{}\" is more than 16 EiB", text));
         return static_cast<std::uint64_t>(value * factor);
     }
     throw std::invalid_argument(fmt::format("\"{}\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)",

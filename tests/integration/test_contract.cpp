@@ -253,19 +253,31 @@ TEST_CASE("a plugin over its device_memory_limit is refused with the top holders
     CHECK(run.exit_code == 4);
     CHECK_THAT(run.err, Contains("test_misuser is over its device_memory_limit of 64.0 KiB: holds 0 B, asked for 1.0 MiB "
                                  "more; top holders: core (fit scope)"));
+    // The same allocation fits a limit in the largest units.
+    for (const char* limit : {"1TiB", "0.001TB"}) {
+        auto roomy = dir.write("roomy.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"over_budget\"\n"
+                                                            "device_memory_limit = \"" + std::string(limit) + "\"\n"));
+        auto fits = run_trainhost({"--config", roomy.string(), "--plugins=" + test_plugin("test_misuser")});
+        INFO(limit << ": " << fits.err);
+        CHECK(fits.exit_code == 0);
+    }
     auto bad = dir.write("bad.toml", tiny_config(1, "\n[plugins.test_misuser]\ndevice_memory_limit = \"lots\"\n"));
     auto refused = run_trainhost({"--config", bad.string(), "--plugins=" + test_plugin("test_misuser")});
     CHECK(refused.exit_code == 1);
     CHECK_THAT(refused.err, Contains("bad.toml:") && Contains("\"lots\" is not a size"));
 }
 
-TEST_CASE("a device_memory_limit of nothing or of a negative or fractional count is refused where it is written",
+TEST_CASE("a device_memory_limit of nothing, too much, or a negative or fractional count is refused where it is written",
           "[contract][budget]") {
     // tiny_config is 18 lines, then a blank one, the table's and the limit's: its value starts at 21:23.
     const std::vector<std::pair<std::string, std::string>> cases = {
         {"0", "a limit must be positive"},
         {"-1", "a limit must be positive"},
-        {"\"0B\"", "\"0B\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"\"0B\"", "a limit must be positive"},
+        {"\"0.0GiB\"", "a limit must be positive"},
+        {"\"16384PiB\"", "\"16384PiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
+        {"\"16777216TiB\"", "\"16777216TiB\" is more than 16 EiB"},
+        {"\"18446744073709551616B\"", "\"18446744073709551616B\" is more than 16 EiB"},
         {"\"0.5B\"", "a limit must be at least one byte"},
         {"\"-1MiB\"", "\"-1MiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
         {"1.5", "expected a whole number of bytes or a size such as \"256MiB\""},
