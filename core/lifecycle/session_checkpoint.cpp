@@ -47,10 +47,9 @@ std::uint64_t meta_number_at_most(const checkpoint::CheckpointData& data, const 
 }
 
 bool meta_flag(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file) {
-    const std::string* text = data.meta(key);
-    if (text != nullptr && *text != "0" && *text != "1")
-        throw ConfigError(fmt::format("{}: checkpoint '{}' is neither 0 nor 1: {}", file, key, *text));
-    return meta_number(data, key, file) == 1;
+    const std::uint64_t value = meta_number(data, key, file);
+    if (value > 1) throw ConfigError(fmt::format("{}: checkpoint '{}' is neither 0 nor 1: {}", file, key, value));
+    return value == 1;
 }
 
 // A double as %a writes it (hexadecimal, so it comes back bit for bit, or nan, inf):
@@ -126,11 +125,8 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
                                               file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
             *values = floats_of(*t);
         }
-        const std::uint64_t steps = meta_number(data, prefix + "/steps", file);
-        if (steps > global_step)
-            throw ConfigError(fmt::format("{}: checkpoint '{}/steps' is out of range: {} (more than trainer.global_step, "
-                                          "{})",
-                                          file, prefix, steps, global_step));
+        const std::uint64_t steps = meta_number_at_most(data, prefix + "/steps", file, global_step,
+                                                        fmt::format("more than trainer.global_step, {}", global_step));
         saved.steps = static_cast<std::int64_t>(steps);
         state.emplace(p->id, std::move(saved));
     }
@@ -364,16 +360,14 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: plugin '{}' refused its saved state: {}", file, instance->name(),
                                           outcome.message));
     }
-    const std::uint64_t saved_epoch = meta_number(data, "trainer.epoch", file);
-    if (saved_epoch >= config::kMaxEpochs)
-        throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch' is out of range: {}", file, saved_epoch));
-    const auto epoch = static_cast<std::uint32_t>(saved_epoch);
+    const auto epoch = static_cast<std::uint32_t>(meta_number_at_most(
+        data, "trainer.epoch", file, config::kMaxEpochs - 1, fmt::format("a run has at most {} epochs", config::kMaxEpochs)));
     const bool complete = meta_flag(data, "trainer.epoch_complete", file);
     start_epoch_ = complete ? epoch + 1 : epoch;
+    const std::size_t epoch_batches = training_batches();
     start_batch_ = complete ? 0
-                            : meta_number_at_most(data, "trainer.batches_done", file, training_batches(),
-                                                  fmt::format("an epoch of this run has {} training batches",
-                                                              training_batches()));
+                            : meta_number_at_most(data, "trainer.batches_done", file, epoch_batches,
+                                                  fmt::format("an epoch of this run has {} training batches", epoch_batches));
     state_.global_step = global_step;
     batches_started_ = fit_step;
     batches_completed_ = batches_started_;

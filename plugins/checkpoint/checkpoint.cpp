@@ -131,8 +131,6 @@ public:
             save(ctx, state);
     }
 
-    void on_fit_start(Context&) override { unranked_saves_ = ranked_saves_ = 0; }
-
     void on_validation_end(Context&) override { validated_ = true; }
 
     // Without a validation split a validation metric never comes: Lightning warns and
@@ -204,10 +202,8 @@ private:
         if (!monitor_.empty() && !ctx.metric(monitor_) && !validated_) {
             // Lightning's rule: a step-based save before the first validation cannot
             // rank by a validation metric yet; it is skipped with a warning, once.
-            if (!warned_unranked_) ctx.warn("'" + monitor_ + "' is not there before the first validation; "
-                                            "saves until then are skipped");
-            warned_unranked_ = true;
-            ++unranked_saves_;
+            if (unranked_saves_++ == 0)
+                ctx.warn("'" + monitor_ + "' is not there before the first validation; saves until then are skipped");
             if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
             return;
         }
@@ -227,9 +223,9 @@ private:
             // The file holds this plugin's state and the metrics: as Lightning updates
             // best_k_models before it saves, they already list the file itself, not the
             // one it pushes out, and carry its best score. Else a resume from it would
-            // neither rank nor delete it, and would report the dropped file's score.
-            const std::vector<Kept> before = kept_;
-            const std::optional<double> best_before = ctx.metric("checkpoint.best_score");
+            // neither rank nor delete it, and would report the dropped file's score. The
+            // dropped file goes only once the new one is written; a failed save fails
+            // the fit, after which nothing saves this bookkeeping again.
             std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
             kept_.push_back({score, path});
             std::optional<Kept> dropped;
@@ -238,13 +234,7 @@ private:
                 std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped->path; });
             }
             if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
-            try {
-                ctx.save_checkpoint(path, weights_only_);
-            } catch (...) {
-                kept_ = before;  // nothing was written, and nothing is deleted
-                if (best_before) ctx.set_metric("checkpoint.best_score", *best_before);
-                throw;
-            }
+            ctx.save_checkpoint(path, weights_only_);
             if (dropped) {
                 std::error_code ignored;
                 std::filesystem::remove(dropped->path, ignored);
@@ -297,10 +287,10 @@ private:
     std::string dirpath_;
     std::string filename_;
     bool insert_names_;
-    bool validated_ = false;  // a validation has run in this process
-    bool warned_unranked_ = false;
-    std::uint64_t unranked_saves_ = 0;  // in this fit, for want of the monitored metric
-    std::uint64_t ranked_saves_ = 0;    // in this fit, by the monitored metric
+    // An instance lives for one fit (the host creates plugins anew for each).
+    bool validated_ = false;            // a validation has run in this fit
+    std::uint64_t unranked_saves_ = 0;  // skipped for want of the monitored metric
+    std::uint64_t ranked_saves_ = 0;    // ranked by the monitored metric
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

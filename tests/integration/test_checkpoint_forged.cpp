@@ -348,6 +348,7 @@ TEST_CASE("trainer counters that contradict each other or the run are refused", 
         {"trainer.fit_step", "1000000000000001", "no run takes that many"},
         {"trainer.global_step", "3", "more than trainer.fit_step, 2"},
         {"trainer.global_step", "18446744073709551615", "more than trainer.fit_step, 2"},
+        {"trainer.epoch", "1000000", "a run has at most 1000000 epochs"},
     };
     for (const auto& [key, value, why] : cases) {
         DYNAMIC_SECTION(key << " = " << value) {
