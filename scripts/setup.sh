@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian packages trainhost needs, if any are missing. Idempotent.
 set -euo pipefail
-packages=(cmake ninja-build g++ pkg-config libboost-dev libboost-stacktrace-dev libtomlplusplus-dev libfmt-dev catch2 libopenblas-dev
+packages=(cmake ninja-build g++ pkg-config libboost-dev libboost-stacktrace-dev libtomlplusplus-dev libfmt-dev catch2 libopenblas-dev libdnnl-dev
           zlib1g-dev libcli11-dev nlohmann-json3-dev dataset-fashion-mnist)
 missing=()
 for p in "${packages[@]}"; do

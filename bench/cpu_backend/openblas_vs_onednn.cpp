@@ -1,17 +1,18 @@
-// The CPU backend's library, chosen by measurement: the work of one training step of
-// each bench/configs workload, done by what trainhost runs (kernels/cpu: OpenBLAS
-// GEMMs, and im2col plus one GEMM per sample for convolution) and by oneDNN.
+// The CPU backend's libraries, chosen by measurement: the work of one training step
+// of each bench/configs workload, through OpenBLAS and through oneDNN.
 //  - gemm_step/<workload>: every GEMM of a step's dense layers (forward, weight
 //    gradient, input gradient), with the shapes and transposes core/nn/layers.cpp
-//    passes, through cblas_sgemm and through dnnl_sgemm;
+//    passes, through cblas_sgemm (what kernels/cpu runs) and dnnl_sgemm;
 //  - conv_step/<layer>: one conv2d layer of the CNN at batch 64, forward and
-//    backward (weights, bias, and the input where the layer has one to pass back),
-//    through kernels/cpu and through oneDNN's convolution primitives, both on
-//    trainhost's NCHW tensors ("plain") and in the layouts oneDNN picks with the
-//    reorders from and to NCHW counted ("blocked"), as a backend that keeps
-//    NCHW between layers would have to run them.
-// Before timing, each oneDNN result is checked against kernels/cpu on the same
-// random data, so both sides are known to do the same work.
+//    backward (weights, bias, and the input where the layer has one to pass back):
+//    im2col and one OpenBLAS GEMM per sample (trainhost's convolution before
+//    oneDNN's), oneDNN's primitives on trainhost's NCHW tensors ("plain"), in the
+//    layouts oneDNN picks with the reorders from and to NCHW counted ("blocked", as
+//    a backend that keeps NCHW between layers has to run them), and
+//    kernels/cpu's Convolution, which runs the blocked way.
+// Before timing, each result is checked against im2col on the same random data, so
+// every side is known to do the same work.
+#include "im2col_convolution.hpp"
 #include "kernels/cpu/blas.hpp"
 #include "kernels/cpu/conv.hpp"
 
@@ -39,7 +40,7 @@ std::vector<float> random_values(std::size_t count, unsigned seed) {
     return values;
 }
 
-// Largest |a - b| over max(1, |b|): both sides sum in their own order, so they agree
+// Largest |a - b| over max(1, |b|): each side sums in its own order, so they agree
 // to rounding, not bit for bit (a weight gradient sums 64 x 784 products in fp32).
 // Work done wrong (a layout or a transpose mixed up) is off by the values' own size.
 // NaN anywhere fails.
@@ -48,7 +49,7 @@ void require_close(const std::string& what, const std::vector<float>& got, const
     for (std::size_t i = 0; i < want.size(); ++i) {
         const double error = std::abs(double(got[i]) - want[i]) / std::max(1.0, std::abs(double(want[i])));
         if (!(error <= 1e-3)) {
-            std::fprintf(stderr, "%s: oneDNN and kernels/cpu differ at %zu: %g against %g\n", what.c_str(), i,
+            std::fprintf(stderr, "%s: the two sides differ at %zu: %g against %g\n", what.c_str(), i,
                          double(got[i]), double(want[i]));
             std::exit(1);
         }
@@ -174,9 +175,10 @@ struct ConvTensors {
           dx(x.size()) {}
 };
 
-void trainhost_conv_step(const ConvLayer& layer, ConvTensors& t, std::vector<float>& columns) {
-    cpu::conv2d_forward(layer.shape, t.x.data(), t.weight.data(), t.bias.data(), t.y.data(), columns.data());
-    cpu::conv2d_backward(layer.shape, t.x.data(), t.weight.data(), t.dy.data(), t.dweight.data(), t.dbias.data(),
+void im2col_conv_step(const ConvLayer& layer, ConvTensors& t, std::vector<float>& columns) {
+    im2col_baseline::conv2d_forward(layer.shape, t.x.data(), t.weight.data(), t.bias.data(), t.y.data(),
+                                    columns.data());
+    im2col_baseline::conv2d_backward(layer.shape, t.x.data(), t.weight.data(), t.dy.data(), t.dweight.data(), t.dbias.data(),
                          layer.passes_input_gradient ? t.dx.data() : nullptr, columns.data());
 }
 
@@ -297,10 +299,26 @@ private:
     std::string implementations_;
 };
 
-void conv_trainhost(benchmark::State& state, const ConvLayer& layer) {
+void kernels_conv_step(const cpu::Convolution& conv, ConvTensors& t, std::vector<float>& workspace,
+                       bool input_gradient) {
+    conv.forward(t.x.data(), t.weight.data(), t.bias.data(), t.y.data(), workspace.data());
+    conv.backward(t.x.data(), t.weight.data(), t.dy.data(), t.dweight.data(), t.dbias.data(),
+                  input_gradient ? t.dx.data() : nullptr, workspace.data());
+}
+
+void conv_im2col(benchmark::State& state, const ConvLayer& layer) {
     ConvTensors t(layer.shape);
-    std::vector<float> columns(layer.shape.column_size());
-    for (auto _ : state) trainhost_conv_step(layer, t, columns);
+    std::vector<float> columns(im2col_baseline::column_size(layer.shape));
+    for (auto _ : state) im2col_conv_step(layer, t, columns);
+    state.counters["samples/s"] =
+        benchmark::Counter(double(layer.shape.batch), benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void conv_kernels(benchmark::State& state, const ConvLayer& layer) {
+    ConvTensors t(layer.shape);
+    const cpu::Convolution conv(layer.shape);
+    std::vector<float> workspace(conv.workspace_floats());
+    for (auto _ : state) kernels_conv_step(conv, t, workspace, layer.passes_input_gradient);
     state.counters["samples/s"] =
         benchmark::Counter(double(layer.shape.batch), benchmark::Counter::kIsIterationInvariantRate);
 }
@@ -318,8 +336,8 @@ void check_convolutions() {
     for (const ConvLayer& layer : conv_layers())
         for (const bool blocked : {false, true}) {
             ConvTensors ours(layer.shape), theirs(layer.shape);
-            std::vector<float> columns(layer.shape.column_size());
-            trainhost_conv_step(layer, ours, columns);
+            std::vector<float> columns(im2col_baseline::column_size(layer.shape));
+            im2col_conv_step(layer, ours, columns);
             OneDnnConv conv(layer, theirs, blocked);
             conv.step();
             const std::string name = std::string(layer.name) + (blocked ? " blocked" : " plain");
@@ -328,6 +346,19 @@ void check_convolutions() {
             require_close(name + " db", theirs.dbias, ours.dbias);
             if (layer.passes_input_gradient) require_close(name + " dx", theirs.dx, ours.dx);
         }
+    for (const ConvLayer& layer : conv_layers()) {
+        ConvTensors ours(layer.shape), theirs(layer.shape);
+        std::vector<float> columns(im2col_baseline::column_size(layer.shape));
+        im2col_conv_step(layer, ours, columns);
+        const cpu::Convolution conv(layer.shape);
+        std::vector<float> workspace(conv.workspace_floats());
+        kernels_conv_step(conv, theirs, workspace, layer.passes_input_gradient);
+        const std::string name = std::string(layer.name) + " kernels/cpu";
+        require_close(name + " y", theirs.y, ours.y);
+        require_close(name + " dW", theirs.dweight, ours.dweight);
+        require_close(name + " db", theirs.dbias, ours.dbias);
+        if (layer.passes_input_gradient) require_close(name + " dx", theirs.dx, ours.dx);
+    }
 }
 
 }  // namespace
@@ -345,7 +376,8 @@ int main(int argc, char** argv) {
     }
     for (const ConvLayer& layer : conv_layers()) {
         const std::string name = std::string("conv_step/") + layer.name;
-        benchmark::RegisterBenchmark((name + "/trainhost").c_str(), conv_trainhost, layer)->UseRealTime();
+        benchmark::RegisterBenchmark((name + "/im2col").c_str(), conv_im2col, layer)->UseRealTime();
+        benchmark::RegisterBenchmark((name + "/kernels_cpu").c_str(), conv_kernels, layer)->UseRealTime();
         benchmark::RegisterBenchmark((name + "/onednn_plain").c_str(), conv_onednn, layer, false)->UseRealTime();
         benchmark::RegisterBenchmark((name + "/onednn_blocked").c_str(), conv_onednn, layer, true)->UseRealTime();
     }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # OpenBLAS against oneDNN on the CPU backend's own work: the GEMMs of one training
 # step of each bench/configs workload's dense layers, and the CNN's two convolutions
-# (forward and backward) as kernels/cpu runs them and as oneDNN's primitives do.
+# (forward and backward) through im2col and OpenBLAS, and through oneDNN's primitives.
 # Needs libbenchmark-dev and libdnnl-dev. THREADS (default nproc) sets both
 # libraries' threads.
 set -euo pipefail
@@ -28,13 +28,14 @@ def ms(name):
     b = runs[name]
     return b["real_time"] * {"ns": 1e-6, "us": 1e-3, "ms": 1, "s": 1e3}[b["time_unit"]]
 print(f"{sys.argv[2]} threads, load average {sys.argv[3]} before; median of 5, ms per training step")
-print(f"{'work':<44}{'trainhost now':>14}{'oneDNN':>10}{'oneDNN speed':>14}")
+print(f"{'work':<48}{'OpenBLAS':>10}{'oneDNN':>10}{'oneDNN speed':>14}")
 def row(label, ours, theirs):
-    print(f"{label:<44}{ms(ours):>14.3f}{ms(theirs):>10.3f}{ms(ours) / ms(theirs):>13.2f}x")
+    print(f"{label:<48}{ms(ours):>10.3f}{ms(theirs):>10.3f}{ms(ours) / ms(theirs):>13.2f}x")
 for workload in ("mlp_fashion_mnist", "autoencoder", "cnn_fashion_mnist_dense"):
     row(f"dense GEMMs, {workload}", f"gemm_step/{workload}/openblas/real_time", f"gemm_step/{workload}/onednn/real_time")
+# OpenBLAS's column: im2col and one GEMM per sample, trainhost's convolution before oneDNN's.
 for layer in ("cnn_conv1_1x28x28_to_16", "cnn_conv2_16x14x14_to_32"):
-    for variant in ("plain", "blocked"):
-        row(f"conv {layer}, {variant}", f"conv_step/{layer}/trainhost/real_time",
-            f"conv_step/{layer}/onednn_{variant}/real_time")
+    for variant in ("onednn_plain", "onednn_blocked", "kernels_cpu"):
+        row(f"conv {layer.removeprefix('cnn_')}, {variant}", f"conv_step/{layer}/im2col/real_time",
+            f"conv_step/{layer}/{variant}/real_time")
 PY

@@ -78,8 +78,8 @@ public:
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
 
     // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
-    // floats; a layer sizes it once for its largest batch and passes it whole, and
-    // likewise its pooling indices.
+    // floats; a layer sizes it for its largest batch, grows it where a smaller batch
+    // needs more, and passes it whole. A layer sizes its pooling indices once.
     [[nodiscard]] virtual std::size_t conv_workspace(const ConvShape& s) const = 0;
     virtual void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
                                 Workspace workspace) = 0;

@@ -5,7 +5,7 @@
 #include "errors.hpp"
 #include "data/idx_reader.hpp"
 #include "data/synthetic.hpp"
-#include "kernels/cpu/blas.hpp"
+#include "kernels/cpu/threads.hpp"
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/verdict.hpp"
 
@@ -84,7 +84,13 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         }
         for (const auto& [name, why] : unopened_) err_ << fmt::format("warning: {} (nothing will run on {})\n", why, name);
         model_device_ = home_device_;
-        if (config.threads > 0) kernels::cpu::set_blas_threads(config.threads);
+        if (config.threads > 0) kernels::cpu::set_threads(config.threads);
+        if (options_.verbose) {
+            const char* policy = std::getenv("OMP_WAIT_POLICY");
+            out_ << fmt::format("cpu threads: {} for OpenBLAS, {} for OpenMP (oneDNN), OMP_WAIT_POLICY={}\n",
+                                kernels::cpu::blas_threads(), kernels::cpu::openmp_threads(),
+                                policy ? policy : "(unset)");
+        }
         state_.struct_size = sizeof state_;
         state_.seed = config.seed;
         state_.max_epochs = config.epochs;

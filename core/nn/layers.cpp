@@ -131,14 +131,25 @@ device::ConvShape Conv2d::with_rows(std::size_t rows) const noexcept {
     return s;
 }
 
+device::Workspace Conv2d::workspace_for(const device::ConvShape& s) {
+    // A smaller batch can need more than the largest one: oneDNN splits a batch's
+    // weight-gradient reduction over its threads by the batch's size, and the scratch
+    // for those partial sums does not shrink with it. Grown once per such shape.
+    const std::size_t needed = backend_->conv_workspace(s);
+    if (needed > workspace_.numel())
+        workspace_ = Tensor(ledger_, {needed}, TH_SCOPE_FIT, name_ + ".workspace", workspace_.buffer().device());
+    return workspace_.as_workspace();
+}
+
 void Conv2d::forward(const float* x, float* y, std::size_t rows, bool) {
-    backend_->conv2d_forward(with_rows(rows), x, params_[0].value.data(), params_[1].value.data(), y,
-                             workspace_.as_workspace());
+    const device::ConvShape s = with_rows(rows);
+    backend_->conv2d_forward(s, x, params_[0].value.data(), params_[1].value.data(), y, workspace_for(s));
 }
 
 void Conv2d::backward(const float* x, const float*, float* dy, float* dx, std::size_t rows) {
-    backend_->conv2d_backward(with_rows(rows), x, params_[0].value.data(), dy, params_[0].grad.data(),
-                              params_[1].grad.data(), dx, workspace_.as_workspace());
+    const device::ConvShape s = with_rows(rows);
+    backend_->conv2d_backward(s, x, params_[0].value.data(), dy, params_[0].grad.data(), params_[1].grad.data(), dx,
+                              workspace_for(s));
 }
 
 void Conv2d::move_to(device::DeviceIndex target, device::Backend& backend) {

@@ -134,6 +134,8 @@ private:
     [[nodiscard]] device::ConvShape with_rows(std::size_t rows) const noexcept;
     // Sized by the backend for the largest batch: backends need different amounts.
     [[nodiscard]] Tensor make_workspace(device::Backend& backend, device::DeviceIndex device) const;
+    // The workspace, grown first where this batch's shape needs more than it holds.
+    [[nodiscard]] device::Workspace workspace_for(const device::ConvShape& s);
     resources::Ledger& ledger_;
     std::size_t max_rows_;
     std::string name_;

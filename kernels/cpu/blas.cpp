@@ -6,14 +6,6 @@
 #include <stdexcept>
 #include <string>
 
-// Debian's OpenBLAS cblas.h declares these, but the reference CBLAS header
-// does not; redeclaring an extern "C" function with the same signature is
-// harmless when it does.
-extern "C" {
-void openblas_set_num_threads(int num_threads);
-int openblas_get_num_threads(void);
-}
-
 namespace trainhost::kernels::cpu {
 namespace {
 
@@ -44,15 +36,5 @@ void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, 
     cblas_sgemm(CblasRowMajor, transpose_a ? CblasTrans : CblasNoTrans, transpose_b ? CblasTrans : CblasNoTrans, m, n,
                 k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-
-void set_blas_threads(int threads) {
-    if (threads < 1) {
-        throw std::invalid_argument("set_blas_threads: thread count must be at least 1, got " +
-                                    std::to_string(threads));
-    }
-    openblas_set_num_threads(threads);
-}
-
-int blas_threads() { return openblas_get_num_threads(); }
 
 }  // namespace trainhost::kernels::cpu

@@ -21,9 +21,4 @@ namespace trainhost::kernels::cpu {
 void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
           const float* b, int ldb, float beta, float* c, int ldc);
 
-// Number of threads OpenBLAS may use inside a single call. Process-wide.
-// Throws std::invalid_argument when threads < 1.
-void set_blas_threads(int threads);
-int blas_threads();
-
 }  // namespace trainhost::kernels::cpu

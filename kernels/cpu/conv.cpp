@@ -1,117 +1,232 @@
 #include "kernels/cpu/conv.hpp"
 
-#include "kernels/cpu/blas.hpp"
+#include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace trainhost::kernels::cpu {
 
 namespace {
 
-// The output positions o in [0, outputs) whose input position o * stride + offset
-// lies inside [0, extent): one contiguous range, so that the loops below need no
-// bounds check per element.
-struct Inside {
-    int begin, end;
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+// Copies and scratchpads start on a cache line, as oneDNN's own allocations do.
+constexpr std::size_t kAlignmentFloats = 64 / sizeof(float);
+
+std::size_t floats_for(const memory::desc& desc) { return (desc.get_size() + sizeof(float) - 1) / sizeof(float); }
+
+// Lays blocks one after another in a workspace, each on the alignment boundary.
+class WorkspacePlan {
+public:
+    std::size_t place(const memory::desc& desc) {
+        const std::size_t offset = end_;
+        end_ += (floats_for(desc) + kAlignmentFloats - 1) / kAlignmentFloats * kAlignmentFloats;
+        return offset;
+    }
+    [[nodiscard]] std::size_t end() const noexcept { return end_; }
+
+private:
+    std::size_t end_ = 0;
 };
 
-Inside inside(int outputs, int stride, int offset, int extent) {
-    const int begin = std::min(outputs, offset >= 0 ? 0 : (-offset + stride - 1) / stride);
-    const int last = extent - 1 - offset;  // the largest o * stride allowed
-    const int end = last < 0 ? 0 : last / stride + 1;
-    return {begin, std::clamp(end, begin, outputs)};
+float* align_up(float* workspace) {
+    const auto address = reinterpret_cast<std::uintptr_t>(workspace);
+    const std::uintptr_t boundary = kAlignmentFloats * sizeof(float);
+    return reinterpret_cast<float*>((address + boundary - 1) / boundary * boundary);
+}
+
+// A tensor as trainhost holds it (NCHW, OIHW) and as a primitive takes it: where the
+// two layouts differ, a reorder into (or out of) a copy in the workspace.
+class Operand {
+public:
+    Operand() = default;
+    Operand(const dnnl::engine& engine, const memory::desc& plain, const memory::desc& wanted, bool read,
+            WorkspacePlan& plan)
+        : plain_(plain), wanted_(wanted) {
+        if (plain == wanted) return;
+        offset_ = plan.place(wanted);
+        copy_ = read ? dnnl::reorder(dnnl::reorder::primitive_desc(engine, plain, engine, wanted))
+                     : dnnl::reorder(dnnl::reorder::primitive_desc(engine, wanted, engine, plain));
+    }
+
+    // What the primitive reads: the tensor itself, or its copy in the primitive's layout.
+    memory read(const dnnl::engine& engine, dnnl::stream& stream, const float* data, float* workspace) const {
+        memory tensor(plain_, engine, const_cast<float*>(data));
+        if (!copy_) return tensor;
+        memory copy(wanted_, engine, workspace + offset_);
+        copy_.execute(stream, {{DNNL_ARG_FROM, tensor}, {DNNL_ARG_TO, copy}});
+        stream.wait();  // before `tensor` goes, whatever the runtime
+        return copy;
+    }
+    // Where the primitive writes: the tensor itself, or a copy that written() brings back.
+    [[nodiscard]] memory target(const dnnl::engine& engine, float* data, float* workspace) const {
+        return copy_ ? memory(wanted_, engine, workspace + offset_) : memory(plain_, engine, data);
+    }
+    void written(const dnnl::engine& engine, dnnl::stream& stream, const memory& target, float* data) const {
+        if (!copy_) return;
+        copy_.execute(stream, {{DNNL_ARG_FROM, target}, {DNNL_ARG_TO, memory(plain_, engine, data)}});
+        stream.wait();
+    }
+
+private:
+    memory::desc plain_, wanted_;
+    std::size_t offset_ = 0;  // floats from the aligned workspace start
+    dnnl::reorder copy_;      // empty where the layouts agree
+};
+
+// A primitive with its scratchpad's place in the workspace.
+template <typename Primitive>
+struct Pass {
+    Primitive primitive;
+    memory::desc scratchpad;
+    std::size_t scratchpad_offset = 0;
+
+    Pass() = default;
+    template <typename PrimitiveDesc>
+    Pass(const PrimitiveDesc& pd, WorkspacePlan& plan)
+        : primitive(pd), scratchpad(pd.scratchpad_desc()), scratchpad_offset(plan.place(scratchpad)) {}
+
+    void run(const dnnl::engine& engine, dnnl::stream& stream, std::unordered_map<int, memory> arguments,
+             float* workspace) const {
+        arguments.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad, engine, workspace + scratchpad_offset));
+        primitive.execute(stream, arguments);
+        stream.wait();  // while `arguments` hold their memory objects
+    }
+};
+
+std::string describe(const ConvShape& s) {
+    return std::to_string(s.batch) + "x" + std::to_string(s.channels) + "x" + std::to_string(s.height) + "x" +
+           std::to_string(s.width) + " to " + std::to_string(s.filters) + " channels, kernel " +
+           std::to_string(s.kernel) + ", stride " + std::to_string(s.stride) + ", padding " + std::to_string(s.padding);
 }
 
 }  // namespace
 
-void im2col(const ConvShape& s, const float* image, float* columns) {
-    const int oh = s.out_height(), ow = s.out_width();
-    for (int c = 0; c < s.channels; ++c) {
-        const float* plane = image + static_cast<std::size_t>(c) * s.height * s.width;
-        for (int ki = 0; ki < s.kernel; ++ki)
-            for (int kj = 0; kj < s.kernel; ++kj) {
-                float* row = columns + ((static_cast<std::size_t>(c) * s.kernel + ki) * s.kernel + kj) * oh * ow;
-                const Inside ys = inside(oh, s.stride, ki - s.padding, s.height);
-                const Inside xs = inside(ow, s.stride, kj - s.padding, s.width);
-                std::fill(row, row + static_cast<std::size_t>(ys.begin) * ow, 0.0f);
-                for (int y = ys.begin; y < ys.end; ++y) {
-                    float* out = row + static_cast<std::size_t>(y) * ow;
-                    const float* in = plane + static_cast<std::size_t>(y * s.stride - s.padding + ki) * s.width;
-                    std::fill(out, out + xs.begin, 0.0f);
-                    if (xs.begin == xs.end) {
-                    } else if (s.stride == 1) {
-                        std::copy(in + (xs.begin - s.padding + kj), in + (xs.end - s.padding + kj), out + xs.begin);
-                    } else {
-                        for (int x = xs.begin; x < xs.end; ++x) out[x] = in[x * s.stride - s.padding + kj];
-                    }
-                    std::fill(out + xs.end, out + ow, 0.0f);
-                }
-                std::fill(row + static_cast<std::size_t>(ys.end) * ow, row + static_cast<std::size_t>(oh) * ow, 0.0f);
-            }
+struct Convolution::Primitives {
+    dnnl::engine engine{dnnl::engine::kind::cpu, 0};
+    mutable dnnl::stream stream{engine};
+    memory::desc bias;
+    Pass<dnnl::convolution_forward> forward;
+    Operand x, weight, y;
+    // The backward pass: the weight and bias gradients, then the input gradient.
+    Pass<dnnl::convolution_backward_weights> backward_weights;
+    Operand x_for_weights, dy_for_weights, dweight;
+    Pass<dnnl::convolution_backward_data> backward_data;
+    Operand dy_for_data, weight_for_data, dx;
+};
+
+Convolution::Convolution(const ConvShape& shape) : shape_(shape), primitives_(std::make_unique<Primitives>()) {
+    const ConvShape& s = shape;
+    if (s.batch < 1 || s.channels < 1 || s.filters < 1 || s.kernel < 1 || s.stride < 1 || s.padding < 0 ||
+        s.out_height() < 1 || s.out_width() < 1)
+        throw std::invalid_argument("Convolution: " + describe(s) + " has no output");
+    Primitives& p = *primitives_;
+    const auto f32 = memory::data_type::f32;
+    const memory::dims x_dims{s.batch, s.channels, s.height, s.width},
+        w_dims{s.filters, s.channels, s.kernel, s.kernel}, y_dims{s.batch, s.filters, s.out_height(), s.out_width()};
+    const memory::dims strides{s.stride, s.stride}, padding{s.padding, s.padding};
+    const memory::desc x_plain(x_dims, f32, Tag::nchw), w_plain(w_dims, f32, Tag::oihw),
+        y_plain(y_dims, f32, Tag::nchw), x_any(x_dims, f32, Tag::any), w_any(w_dims, f32, Tag::any),
+        y_any(y_dims, f32, Tag::any);
+    p.bias = memory::desc({s.filters}, f32, Tag::x);
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    try {
+        const dnnl::convolution_forward::primitive_desc forward_pd(
+            dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
+                                            x_any, w_any, p.bias, y_any, strides, padding, padding),
+            attr, p.engine);
+        const dnnl::convolution_backward_weights::primitive_desc weights_pd(
+            dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_any, w_any, p.bias, y_any,
+                                                     strides, padding, padding),
+            attr, p.engine, forward_pd);
+        const dnnl::convolution_backward_data::primitive_desc data_pd(
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_any, w_any, y_any, strides,
+                                                  padding, padding),
+            attr, p.engine, forward_pd);
+
+        // Each pass lays out its copies and scratchpads from the workspace's start: the
+        // passes never run at once.
+        WorkspacePlan forward_plan;
+        p.x = Operand(p.engine, x_plain, forward_pd.src_desc(), true, forward_plan);
+        p.weight = Operand(p.engine, w_plain, forward_pd.weights_desc(), true, forward_plan);
+        p.y = Operand(p.engine, y_plain, forward_pd.dst_desc(), false, forward_plan);
+        p.forward = Pass<dnnl::convolution_forward>(forward_pd, forward_plan);
+
+        WorkspacePlan backward_plan;
+        p.x_for_weights = Operand(p.engine, x_plain, weights_pd.src_desc(), true, backward_plan);
+        p.dy_for_weights = Operand(p.engine, y_plain, weights_pd.diff_dst_desc(), true, backward_plan);
+        p.dweight = Operand(p.engine, w_plain, weights_pd.diff_weights_desc(), false, backward_plan);
+        p.backward_weights = Pass<dnnl::convolution_backward_weights>(weights_pd, backward_plan);
+        p.dy_for_data = Operand(p.engine, y_plain, data_pd.diff_dst_desc(), true, backward_plan);
+        p.weight_for_data = Operand(p.engine, w_plain, data_pd.weights_desc(), true, backward_plan);
+        p.dx = Operand(p.engine, x_plain, data_pd.diff_src_desc(), false, backward_plan);
+        p.backward_data = Pass<dnnl::convolution_backward_data>(data_pd, backward_plan);
+
+        // Room to align the start, wherever the caller's workspace begins.
+        workspace_floats_ = std::max(forward_plan.end(), backward_plan.end()) + kAlignmentFloats;
+    } catch (const dnnl::error& e) {
+        throw std::runtime_error("oneDNN cannot run the convolution " + describe(s) + ": " + e.what());
     }
 }
 
-// The same loop order as im2col, so each pixel sums its terms in a fixed order.
-void col2im(const ConvShape& s, const float* columns, float* image) {
-    const int oh = s.out_height(), ow = s.out_width();
-    std::fill(image, image + static_cast<std::size_t>(s.channels) * s.height * s.width, 0.0f);
-    for (int c = 0; c < s.channels; ++c) {
-        float* plane = image + static_cast<std::size_t>(c) * s.height * s.width;
-        for (int ki = 0; ki < s.kernel; ++ki)
-            for (int kj = 0; kj < s.kernel; ++kj) {
-                const float* row = columns + ((static_cast<std::size_t>(c) * s.kernel + ki) * s.kernel + kj) * oh * ow;
-                const Inside ys = inside(oh, s.stride, ki - s.padding, s.height);
-                const Inside xs = inside(ow, s.stride, kj - s.padding, s.width);
-                for (int y = ys.begin; y < ys.end; ++y) {
-                    const float* in = row + static_cast<std::size_t>(y) * ow;
-                    float* out = plane + static_cast<std::size_t>(y * s.stride - s.padding + ki) * s.width;
-                    for (int x = xs.begin; x < xs.end; ++x) out[x * s.stride - s.padding + kj] += in[x];
-                }
-            }
-    }
+Convolution::~Convolution() = default;
+
+namespace {
+
+struct Input {
+    int argument;
+    const Operand& operand;
+    const float* data;
+};
+struct Output {
+    int argument;
+    const Operand& operand;
+    float* data;
+};
+
+// One pass: its two inputs copied into its layouts where it has its own, its output
+// brought back to trainhost's, and `as_is` (a bias or its gradient) passed as it is.
+template <typename Primitive>
+void run(const dnnl::engine& engine, dnnl::stream& stream, const Pass<Primitive>& pass, Input a, Input b, Output out,
+         std::unordered_map<int, memory> as_is, float* base) {
+    const memory target = out.operand.target(engine, out.data, base);
+    as_is.emplace(a.argument, a.operand.read(engine, stream, a.data, base));
+    as_is.emplace(b.argument, b.operand.read(engine, stream, b.data, base));
+    as_is.emplace(out.argument, target);
+    pass.run(engine, stream, std::move(as_is), base);
+    out.operand.written(engine, stream, target, out.data);
 }
 
-void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                    float* columns) {
-    const int spatial = s.out_height() * s.out_width();
-    const int depth = s.channels * s.kernel * s.kernel;
-    const std::size_t in_size = static_cast<std::size_t>(s.channels) * s.height * s.width;
-    const std::size_t out_size = static_cast<std::size_t>(s.filters) * spatial;
-    for (int n = 0; n < s.batch; ++n) {
-        im2col(s, x + n * in_size, columns);
-        float* out = y + n * out_size;
-        for (int f = 0; f < s.filters; ++f) std::fill(out + f * spatial, out + (f + 1) * spatial, bias[f]);
-        gemm(false, false, s.filters, spatial, depth, 1.0f, weight, depth, columns, spatial, 1.0f, out, spatial);
-    }
+}  // namespace
+
+void Convolution::forward(const float* x, const float* weight, const float* bias, float* y, float* workspace) const try {
+    const Primitives& p = *primitives_;
+    run(p.engine, p.stream, p.forward, {DNNL_ARG_SRC, p.x, x}, {DNNL_ARG_WEIGHTS, p.weight, weight},
+        {DNNL_ARG_DST, p.y, y}, {{DNNL_ARG_BIAS, memory(p.bias, p.engine, const_cast<float*>(bias))}},
+        align_up(workspace));
+} catch (const dnnl::error& e) {
+    throw std::runtime_error("oneDNN failed in the convolution " + describe(shape_) + ", forward: " + e.what());
 }
 
-void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
-                     float* dbias, float* dx, float* columns) {
-    const int spatial = s.out_height() * s.out_width();
-    const int depth = s.channels * s.kernel * s.kernel;
-    const std::size_t in_size = static_cast<std::size_t>(s.channels) * s.height * s.width;
-    const std::size_t out_size = static_cast<std::size_t>(s.filters) * spatial;
-    std::fill(dweight, dweight + static_cast<std::size_t>(s.filters) * depth, 0.0f);
-    for (int f = 0; f < s.filters; ++f) {
-        double sum = 0;
-        for (int n = 0; n < s.batch; ++n) {
-            const float* g = dy + n * out_size + f * spatial;
-            for (int i = 0; i < spatial; ++i) sum += g[i];
-        }
-        dbias[f] = static_cast<float>(sum);
-    }
-    for (int n = 0; n < s.batch; ++n) {
-        const float* g = dy + n * out_size;
-        im2col(s, x + n * in_size, columns);
-        // dW += dy[n] [K, HW] * columns^T [HW, Ckk]
-        gemm(false, true, s.filters, depth, spatial, 1.0f, g, spatial, columns, spatial, 1.0f, dweight, depth);
-        if (dx != nullptr) {
-            // dcolumns = W^T [Ckk, K] * dy[n] [K, HW], folded back into the image.
-            gemm(true, false, depth, spatial, s.filters, 1.0f, weight, depth, g, spatial, 0.0f, columns, spatial);
-            col2im(s, columns, dx + n * in_size);
-        }
-    }
+void Convolution::backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias,
+                           float* dx, float* workspace) const try {
+    const Primitives& p = *primitives_;
+    float* base = align_up(workspace);
+    run(p.engine, p.stream, p.backward_weights, {DNNL_ARG_SRC, p.x_for_weights, x},
+        {DNNL_ARG_DIFF_DST, p.dy_for_weights, dy}, {DNNL_ARG_DIFF_WEIGHTS, p.dweight, dweight},
+        {{DNNL_ARG_DIFF_BIAS, memory(p.bias, p.engine, dbias)}}, base);
+    if (dx != nullptr)
+        run(p.engine, p.stream, p.backward_data, {DNNL_ARG_DIFF_DST, p.dy_for_data, dy},
+            {DNNL_ARG_WEIGHTS, p.weight_for_data, weight}, {DNNL_ARG_DIFF_SRC, p.dx, dx}, {}, base);
+} catch (const dnnl::error& e) {
+    throw std::runtime_error("oneDNN failed in the convolution " + describe(shape_) + ", backward: " + e.what());
 }
 
 // A row of outputs at a time, window offset by window offset: each output's

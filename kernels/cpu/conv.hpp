@@ -2,10 +2,11 @@
 
 // 2-D convolution and max pooling on NCHW tensors, as torch.nn.Conv2d (cross-
 // correlation, weight [K, C, k, k]) and torch.nn.MaxPool2d. Convolution goes
-// through im2col and one GEMM per sample.
+// through oneDNN.
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 
 namespace trainhost::kernels::cpu {
 
@@ -21,22 +22,43 @@ struct ConvShape {
     int filters, kernel, stride, padding;
     [[nodiscard]] int out_height() const { return outputs(height + 2 * padding, kernel, stride); }
     [[nodiscard]] int out_width() const { return outputs(width + 2 * padding, kernel, stride); }
-    [[nodiscard]] std::size_t column_size() const {  // floats of one sample's im2col matrix
-        return static_cast<std::size_t>(channels) * kernel * kernel * out_height() * out_width();
-    }
+    friend bool operator==(const ConvShape&, const ConvShape&) = default;
+    friend auto operator<=>(const ConvShape&, const ConvShape&) = default;
 };
 
-// Unfolds one sample [C, H, W] into [C*k*k, H'*W'] (zero padding).
-void im2col(const ConvShape& s, const float* image, float* columns);
-// Folds [C*k*k, H'*W'] back into [C, H, W], summing overlaps (the adjoint of im2col).
-void col2im(const ConvShape& s, const float* columns, float* image);
+// One convolution shape's oneDNN primitives: forward, weight and bias gradients, and
+// the input gradient. oneDNN runs its own kernels in the channel-blocked layouts it
+// picks for the machine, several times as fast as im2col and GEMM on the CNN's
+// layers (bench/cpu_backend); the workspace holds the copies of trainhost's NCHW tensors in
+// those layouts and oneDNN's scratchpad, so no call allocates. Making one costs
+// milliseconds (kernels are generated for the shape): keep it for the shape's calls.
+// Calls on one object must not overlap.
+class Convolution {
+public:
+    // Throws std::invalid_argument on a shape with no output, std::runtime_error when
+    // oneDNN refuses the shape.
+    explicit Convolution(const ConvShape& shape);
+    ~Convolution();
+    Convolution(const Convolution&) = delete;
+    Convolution& operator=(const Convolution&) = delete;
 
-// y[n] = W * im2col(x[n]) + b; `columns` holds column_size() floats of scratch.
-void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
-                    float* columns);
-// dW and db are overwritten; dx (nullable) is overwritten.
-void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
-                     float* dbias, float* dx, float* columns);
+    [[nodiscard]] const ConvShape& shape() const noexcept { return shape_; }
+    // Floats of workspace each call needs, at any alignment.
+    [[nodiscard]] std::size_t workspace_floats() const noexcept { return workspace_floats_; }
+
+    // y = conv(x, weight) + bias.
+    void forward(const float* x, const float* weight, const float* bias, float* y, float* workspace) const;
+    // dweight and dbias are overwritten; dx (nullable: a first layer has no input
+    // gradient to pass back) is overwritten.
+    void backward(const float* x, const float* weight, const float* dy, float* dweight, float* dbias, float* dx,
+                  float* workspace) const;
+
+private:
+    struct Primitives;
+    ConvShape shape_;
+    std::unique_ptr<Primitives> primitives_;
+    std::size_t workspace_floats_ = 0;
+};
 
 struct PoolShape {
     int batch, channels, height, width;

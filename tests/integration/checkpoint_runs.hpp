@@ -1,7 +1,11 @@
-// What the checkpoint tests share: the plugin's table and a run that loads it.
+// What the checkpoint tests share: the plugin's table, a run that loads it, and a
+// bit-for-bit comparison of two checkpoints' tensors.
 #pragma once
 
+#include "checkpoint/checkpoint_file.hpp"
 #include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
 
 #include <filesystem>
 #include <string>
@@ -20,6 +24,22 @@ inline test_support::RunResult run_trainhost(std::vector<std::string> arguments)
     for (const auto& a : arguments) named = named || a.rfind("--plugins", 0) == 0;
     if (!named) arguments.push_back("--plugins=checkpoint");
     return test_support::run_trainhost(arguments);
+}
+
+// Every tensor of `a` whose name starts with `prefix` is in `b` with the same bytes.
+inline void check_same_tensors(const std::filesystem::path& a, const std::filesystem::path& b, const std::string& prefix) {
+    const auto first = trainhost::checkpoint::read_checkpoint(a);
+    const auto second = trainhost::checkpoint::read_checkpoint(b);
+    std::size_t compared = 0;
+    for (const auto& tensor : first.tensors) {
+        if (tensor.name.rfind(prefix, 0) != 0) continue;
+        const auto* other = second.find(tensor.name);
+        REQUIRE(other != nullptr);
+        INFO(tensor.name);
+        CHECK(other->bytes == tensor.bytes);  // bit for bit
+        ++compared;
+    }
+    CHECK(compared > 0);
 }
 
 }  // namespace checkpoint_runs

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using checkpoint_runs::check_same_tensors;
 using checkpoint_runs::checkpoint_table;
 using checkpoint_runs::run_trainhost;
 using test_support::files_in;
@@ -28,21 +29,6 @@ std::string dropout_config(int epochs, const std::string& extra) {
     std::string text = tiny_config(epochs, extra);
     text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"tanh\" }, { type = \"dropout\", rate = 0.3 }");
     return text;
-}
-
-void check_same_tensors(const fs::path& a, const fs::path& b, const std::string& prefix) {
-    const auto first = trainhost::checkpoint::read_checkpoint(a);
-    const auto second = trainhost::checkpoint::read_checkpoint(b);
-    std::size_t compared = 0;
-    for (const auto& tensor : first.tensors) {
-        if (tensor.name.rfind(prefix, 0) != 0) continue;
-        const auto* other = second.find(tensor.name);
-        REQUIRE(other != nullptr);
-        INFO(tensor.name);
-        CHECK(other->bytes == tensor.bytes);  // bit for bit
-        ++compared;
-    }
-    CHECK(compared > 0);
 }
 
 // The epochs a resumed run trained end with the metrics of the run that never stopped,

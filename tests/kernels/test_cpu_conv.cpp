@@ -1,4 +1,4 @@
-// The CPU convolution and pooling kernels against their plain definitions.
+// The CPU convolution (oneDNN) and pooling kernels against their plain definitions.
 #include <catch2/catch.hpp>
 
 #include "kernels/cpu/conv.hpp"
@@ -20,74 +20,119 @@ using kernel_test_data::random_values;
 
 }  // namespace
 
-TEST_CASE("conv2d forward matches a direct loop and col2im is im2col's adjoint", "[kernels][conv]") {
-    namespace k = trainhost::kernels::cpu;
-    k::ConvShape s{2, 3, 7, 6, 4, 3, 2, 1};
-    std::mt19937 rng(11);
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<float> x(2 * 3 * 7 * 6), w(4 * 3 * 3 * 3), b(4), y(2 * 4 * s.out_height() * s.out_width()),
-        columns(s.column_size());
-    for (auto* v : {&x, &w, &b})
-        for (float& f : *v) f = value(rng);
-    k::conv2d_forward(s, x.data(), w.data(), b.data(), y.data(), columns.data());
-    for (int n = 0; n < 2; ++n)
-        for (int f = 0; f < 4; ++f)
-            for (int oy = 0; oy < s.out_height(); ++oy)
-                for (int ox = 0; ox < s.out_width(); ++ox) {
-                    double expect = b[f];
-                    for (int c = 0; c < 3; ++c)
-                        for (int i = 0; i < 3; ++i)
-                            for (int j = 0; j < 3; ++j) {
-                                const int iy = oy * 2 - 1 + i, ix = ox * 2 - 1 + j;
-                                if (iy < 0 || iy >= 7 || ix < 0 || ix >= 6) continue;
-                                expect += double(w[((f * 3 + c) * 3 + i) * 3 + j]) * x[((n * 3 + c) * 7 + iy) * 6 + ix];
+namespace {
+
+// torch.nn.Conv2d's definition, summed in double, with a bounds check per tap: y,
+// and for an upstream gradient dy the gradients dW, db and dx.
+struct DirectConvolution {
+    std::vector<double> y, dweight, dbias, dx;
+};
+
+DirectConvolution direct_convolution(const cpu::ConvShape& s, const std::vector<float>& x,
+                                     const std::vector<float>& w, const std::vector<float>& b,
+                                     const std::vector<float>& dy) {
+    const int oh = s.out_height(), ow = s.out_width();
+    DirectConvolution r{std::vector<double>(dy.size()), std::vector<double>(w.size()), std::vector<double>(b.size()),
+                        std::vector<double>(x.size())};
+    for (int n = 0; n < s.batch; ++n)
+        for (int f = 0; f < s.filters; ++f)
+            for (int oy = 0; oy < oh; ++oy)
+                for (int ox = 0; ox < ow; ++ox) {
+                    const std::size_t out = ((std::size_t(n) * s.filters + f) * oh + oy) * ow + ox;
+                    double sum = b[f];
+                    r.dbias[f] += dy[out];
+                    for (int c = 0; c < s.channels; ++c)
+                        for (int i = 0; i < s.kernel; ++i)
+                            for (int j = 0; j < s.kernel; ++j) {
+                                const int iy = oy * s.stride - s.padding + i, ix = ox * s.stride - s.padding + j;
+                                if (iy < 0 || iy >= s.height || ix < 0 || ix >= s.width) continue;
+                                const std::size_t in = ((std::size_t(n) * s.channels + c) * s.height + iy) * s.width + ix;
+                                const std::size_t tap = ((std::size_t(f) * s.channels + c) * s.kernel + i) * s.kernel + j;
+                                sum += double(w[tap]) * x[in];
+                                r.dweight[tap] += double(dy[out]) * x[in];
+                                r.dx[in] += double(dy[out]) * w[tap];
                             }
-                    const float got = y[((n * 4 + f) * s.out_height() + oy) * s.out_width() + ox];
-                    REQUIRE(std::isfinite(got));
-                    CHECK(std::fabs(got - expect) <= 1e-5 * (1 + std::fabs(expect)));
+                    r.y[out] = sum;
                 }
-    // <im2col(x), c> == <x, col2im(c)> for random x and c.
-    std::vector<float> image(3 * 7 * 6), cols(s.column_size()), unfolded(s.column_size()), folded(image.size());
-    for (float& f : image) f = value(rng);
-    for (float& f : cols) f = value(rng);
-    k::im2col(s, image.data(), unfolded.data());
-    k::col2im(s, cols.data(), folded.data());
-    double left = 0, right = 0;
-    for (std::size_t i = 0; i < cols.size(); ++i) left += double(unfolded[i]) * cols[i];
-    for (std::size_t i = 0; i < image.size(); ++i) right += double(image[i]) * folded[i];
-    CHECK(left == Approx(right).epsilon(1e-6));
+    return r;
+}
+
+// Each value within 1e-5 of the definition's, relative to the magnitude it sums over
+// (a gradient of 64 x 784 terms cancels far below its terms); NaN never passes.
+void check_close(const char* what, const std::vector<float>& got, const std::vector<double>& want,
+                 double magnitude) {
+    INFO(what);
+    REQUIRE(got.size() == want.size());
+    double worst = 0;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        REQUIRE(std::isfinite(got[i]));
+        worst = std::max(worst, std::fabs(got[i] - want[i]) / (magnitude + std::fabs(want[i])));
+    }
+    CHECK(worst < 1e-5);
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+double largest_magnitude(const std::vector<double>& values) {
+    double largest = 0;
+    for (double v : values) largest = std::max(largest, std::fabs(v));
+    return largest;
+}
+
+}  // namespace
+
+TEST_CASE("conv2d through oneDNN gives torch's definition forward and backward for every stride, padding and kernel",
+          "[kernels][conv]") {
+    std::mt19937 rng(11);
+    // batch, channels, height, width, filters, kernel, stride, padding: the CNN's two
+    // layers at batch 64, odd sizes, strides 2 and 3, padding from 0 to past the
+    // kernel's reach, 1x1 and 5x5 kernels, and a window that fits once.
+    for (const cpu::ConvShape& s :
+         {cpu::ConvShape{64, 1, 28, 28, 16, 3, 1, 1}, cpu::ConvShape{64, 16, 14, 14, 32, 3, 1, 1},
+          cpu::ConvShape{2, 3, 7, 6, 4, 3, 2, 1}, cpu::ConvShape{3, 2, 9, 5, 5, 3, 2, 1},
+          cpu::ConvShape{1, 1, 5, 8, 3, 5, 1, 2}, cpu::ConvShape{2, 2, 6, 7, 3, 2, 3, 0},
+          cpu::ConvShape{1, 1, 2, 3, 2, 5, 1, 4}, cpu::ConvShape{5, 2, 4, 4, 7, 1, 2, 3},
+          cpu::ConvShape{2, 1, 11, 10, 2, 4, 3, 2}, cpu::ConvShape{3, 4, 6, 6, 2, 6, 1, 0}}) {
+        INFO(s.batch << "x" << s.channels << "x" << s.height << "x" << s.width << " to " << s.filters << ", kernel "
+                     << s.kernel << ", stride " << s.stride << ", padding " << s.padding);
+        const cpu::Convolution conv(s);
+        const auto x = random_values(rng, std::size_t(s.batch) * s.channels * s.height * s.width);
+        const auto w = random_values(rng, std::size_t(s.filters) * s.channels * s.kernel * s.kernel);
+        const auto b = random_values(rng, std::size_t(s.filters));
+        const auto dy = random_values(rng, std::size_t(s.batch) * s.filters * s.out_height() * s.out_width());
+        const DirectConvolution want = direct_convolution(s, x, w, b, dy);
+        // Outputs start as NaN: each is overwritten. The workspace starts one float off
+        // the allocation's alignment, as a caller's may.
+        std::vector<float> y(dy.size(), kNaN), dweight(w.size(), kNaN), dbias(b.size(), kNaN), dx(x.size(), kNaN);
+        std::vector<float> workspace(conv.workspace_floats() + 1, kNaN);
+        conv.forward(x.data(), w.data(), b.data(), y.data(), workspace.data() + 1);
+        conv.backward(x.data(), w.data(), dy.data(), dweight.data(), dbias.data(), dx.data(), workspace.data() + 1);
+        // The scale a result sums over: the largest |term| is at most 2 x 2 per tap.
+        const double taps = double(s.channels) * s.kernel * s.kernel;
+        check_close("y", y, want.y, 4 * taps);
+        check_close("dW", dweight, want.dweight, 4 * double(s.batch) * s.out_height() * s.out_width());
+        check_close("db", dbias, want.dbias, 2 * double(s.batch) * s.out_height() * s.out_width());
+        check_close("dx", dx, want.dx, 4 * double(s.filters) * s.kernel * s.kernel);
+        CHECK(largest_magnitude(want.dweight) > 0);  // never a test on zeros
+
+        // A first layer passes no input gradient back: the weight gradients are the same.
+        std::vector<float> dweight_alone(w.size(), kNaN), dbias_alone(b.size(), kNaN);
+        conv.backward(x.data(), w.data(), dy.data(), dweight_alone.data(), dbias_alone.data(), nullptr,
+                      workspace.data() + 1);
+        CHECK(same_bits(dweight_alone, dweight));
+        CHECK(same_bits(dbias_alone, dbias));
+    }
+}
+
+TEST_CASE("a conv2d shape with no output is refused when its primitives are made", "[kernels][conv]") {
+    CHECK_THROWS_WITH(cpu::Convolution(cpu::ConvShape{2, 1, 4, 4, 3, 5, 1, 0}),
+                      "Convolution: 2x1x4x4 to 3 channels, kernel 5, stride 1, padding 0 has no output");
+    CHECK_THROWS_AS(cpu::Convolution(cpu::ConvShape{0, 1, 8, 8, 3, 3, 1, 1}), std::invalid_argument);
 }
 
 namespace {
-
-// The plain definitions, with a bounds check per element: the kernels skip those
-// checks by computing each row's valid range, and must give the same bits. visit gets
-// each entry of the unfolded matrix with its pixel (-1 in the padding), in order.
-template <typename Visit>
-void for_each_unfolded(const cpu::ConvShape& s, Visit visit) {
-    const int oh = s.out_height(), ow = s.out_width();
-    for (int c = 0; c < s.channels; ++c)
-        for (int ki = 0; ki < s.kernel; ++ki)
-            for (int kj = 0; kj < s.kernel; ++kj)
-                for (int y = 0; y < oh; ++y)
-                    for (int x = 0; x < ow; ++x) {
-                        const int iy = y * s.stride - s.padding + ki, ix = x * s.stride - s.padding + kj;
-                        const bool inside = iy >= 0 && iy < s.height && ix >= 0 && ix < s.width;
-                        visit((((c * s.kernel + ki) * s.kernel + kj) * oh + y) * ow + x,
-                              inside ? (c * s.height + iy) * s.width + ix : -1);
-                    }
-}
-
-void reference_im2col(const cpu::ConvShape& s, const float* image, float* columns) {
-    for_each_unfolded(s, [&](int entry, int pixel) { columns[entry] = pixel < 0 ? 0.0f : image[pixel]; });
-}
-
-void reference_col2im(const cpu::ConvShape& s, const float* columns, float* image) {
-    std::fill(image, image + s.channels * s.height * s.width, 0.0f);
-    for_each_unfolded(s, [&](int entry, int pixel) {
-        if (pixel >= 0) image[pixel] += columns[entry];
-    });
-}
 
 // First maximum wins; a NaN wins against every number and stays.
 void reference_max_pool2d(const cpu::PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
@@ -108,38 +153,8 @@ void reference_max_pool2d(const cpu::PoolShape& s, const float* x, float* y, std
             }
 }
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
-
-TEST_CASE("im2col and col2im give the bits of the plain definition for every stride, padding and kernel",
-          "[kernels][conv]") {
-    std::mt19937 rng(12);
-    // batch, channels, height, width, filters, kernel, stride, padding: stride 1 (the
-    // copying path), 2 and 3; padding from 0 to more than the kernel reaches; windows
-    // that cover a border column only, or none of a row.
-    for (const cpu::ConvShape& s : {cpu::ConvShape{1, 2, 7, 6, 1, 3, 1, 1}, cpu::ConvShape{1, 3, 9, 5, 1, 3, 2, 1},
-                                    cpu::ConvShape{1, 1, 5, 8, 1, 5, 1, 2}, cpu::ConvShape{1, 2, 6, 7, 1, 2, 3, 0},
-                                    cpu::ConvShape{1, 1, 2, 3, 1, 5, 1, 4}, cpu::ConvShape{1, 2, 4, 4, 1, 1, 2, 3},
-                                    cpu::ConvShape{1, 1, 11, 10, 1, 4, 3, 2}}) {
-        INFO(s.channels << "x" << s.height << "x" << s.width << ", kernel " << s.kernel << ", stride " << s.stride
-                        << ", padding " << s.padding);
-        REQUIRE(s.out_height() > 0);
-        const auto image = random_values(rng, static_cast<std::size_t>(s.channels) * s.height * s.width);
-        std::vector<float> got(s.column_size(), kNaN), expected(s.column_size());
-        cpu::im2col(s, image.data(), got.data());
-        reference_im2col(s, image.data(), expected.data());
-        CHECK(same_bits(got, expected));
-
-        const auto columns = random_values(rng, s.column_size());
-        std::vector<float> folded(image.size(), kNaN), expected_folded(image.size());
-        cpu::col2im(s, columns.data(), folded.data());
-        reference_col2im(s, columns.data(), expected_folded.data());
-        CHECK(same_bits(folded, expected_folded));
-    }
-}
 
 TEST_CASE("max_pool2d gives the plain definition's values and indices, with ties and NaN", "[kernels][conv]") {
     std::mt19937 rng(13);

@@ -4,9 +4,11 @@
 #include "kernels/cpu/elementwise.hpp"
 #include "kernels/cpu/losses.hpp"
 #include "kernels/cpu/optimizers.hpp"
+#include "kernels/cpu/threads.hpp"
 #include "kernels/random_data.hpp"
 
 #include <algorithm>
+#include <omp.h>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -138,13 +140,22 @@ TEST_CASE("gemm edge cases follow BLAS semantics", "[kernels][blas]") {
     }
 }
 
-TEST_CASE("blas thread count can be set and read back", "[kernels][blas]") {
-    const int previous = cpu::blas_threads();
-    REQUIRE(previous >= 1);
-    cpu::set_blas_threads(1);
-    REQUIRE(cpu::blas_threads() == 1);
-    cpu::set_blas_threads(previous);
-    REQUIRE_THROWS_AS(cpu::set_blas_threads(0), std::invalid_argument);
+TEST_CASE("one thread count bounds both OpenBLAS and OpenMP and can be read back", "[kernels][blas]") {
+    const int blas = cpu::blas_threads(), openmp = cpu::openmp_threads();
+    REQUIRE(blas >= 1);
+    REQUIRE(openmp >= 1);
+    cpu::set_threads(1);
+    CHECK(cpu::blas_threads() == 1);
+    CHECK(cpu::openmp_threads() == 1);
+    cpu::set_threads(3);
+    CHECK(cpu::blas_threads() == 3);
+    CHECK(cpu::openmp_threads() == 3);
+    REQUIRE_THROWS_AS(cpu::set_threads(0), std::invalid_argument);
+    CHECK(cpu::blas_threads() == 3);  // a refused count changes nothing
+    // The rest of the suite runs with each library's own default again.
+    cpu::set_threads(blas);
+    omp_set_num_threads(openmp);
+    CHECK(cpu::openmp_threads() == openmp);
 }
 
 TEST_CASE("basic elementwise operations", "[kernels][elementwise]") {

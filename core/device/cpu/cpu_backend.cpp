@@ -88,16 +88,26 @@ void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, valu
 
 void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
 
+k::Convolution& CpuBackend::convolution(const ConvShape& s) const {
+    auto& made = convolutions_[s];
+    if (!made) made = std::make_unique<k::Convolution>(s);
+    return *made;
+}
+
+std::size_t CpuBackend::conv_workspace(const ConvShape& s) const { return convolution(s).workspace_floats(); }
+
 void CpuBackend::conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
                                 Workspace workspace) {
-    require_workspace(workspace, conv_workspace(s), "conv2d_forward");
-    k::conv2d_forward(s, x, weight, bias, y, workspace.data);
+    const k::Convolution& conv = convolution(s);
+    require_workspace(workspace, conv.workspace_floats(), "conv2d_forward");
+    conv.forward(x, weight, bias, y, workspace.data);
 }
 
 void CpuBackend::conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy,
                                  float* dweight, float* dbias, float* dx, Workspace workspace) {
-    require_workspace(workspace, conv_workspace(s), "conv2d_backward");
-    k::conv2d_backward(s, x, weight, dy, dweight, dbias, dx, workspace.data);
+    const k::Convolution& conv = convolution(s);
+    require_workspace(workspace, conv.workspace_floats(), "conv2d_backward");
+    conv.backward(x, weight, dy, dweight, dbias, dx, workspace.data);
 }
 
 std::size_t CpuBackend::pool_indices(const PoolShape& s) const {

@@ -2,9 +2,12 @@
 
 #include "device/backend.hpp"
 
+#include <map>
+#include <memory>
+
 namespace trainhost::device {
 
-// Forwards to kernels/cpu; GEMM through OpenBLAS.
+// Forwards to kernels/cpu: GEMM through OpenBLAS, convolution through oneDNN.
 class CpuBackend final : public Backend {
 public:
     void gemm(bool transpose_a, bool transpose_b, int m, int n, int k, float alpha, const float* a, int lda,
@@ -29,7 +32,7 @@ public:
                    const AdamHyper& hyper, std::int64_t step) override;
     void fill(float* y, std::size_t n, float value) override;
     void copy(const float* x, float* y, std::size_t n) override;
-    [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override { return s.column_size(); }
+    [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override;
     void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,
                         Workspace workspace) override;
     void conv2d_backward(const ConvShape& s, const float* x, const float* weight, const float* dy, float* dweight,
@@ -41,6 +44,12 @@ public:
     void multiply_by_mask(float* x, const float* mask, std::size_t n) override;
     void mask_below(const float* x, float threshold, float* mask, std::size_t n) override;
     [[nodiscard]] float kth_smallest_magnitude(const std::vector<MaskedSpan>& spans, std::uint64_t k) override;
+
+private:
+    // oneDNN generates a convolution's kernels once per shape: a layer meets a few
+    // (full batches, and each split's last one), and asking for a workspace makes them.
+    kernels::cpu::Convolution& convolution(const ConvShape& s) const;
+    mutable std::map<ConvShape, std::unique_ptr<kernels::cpu::Convolution>> convolutions_;
 };
 
 }  // namespace trainhost::device

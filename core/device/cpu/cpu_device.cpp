@@ -1,7 +1,7 @@
 #include "device/cpu/cpu_device.hpp"
 
 #include "device/cpu/cpu_objects.hpp"
-#include "kernels/cpu/blas.hpp"
+#include "kernels/cpu/threads.hpp"
 
 #include <new>
 

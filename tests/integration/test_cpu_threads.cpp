@@ -1,0 +1,87 @@
+// The CPU's two thread pools, OpenBLAS's and OpenMP's (oneDNN's convolutions): one
+// `threads` bounds both, and trainhost has idle OpenMP workers sleep unless the user
+// chose how they wait.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <string>
+
+using Catch::Matchers::Contains;
+using test_support::RunResult;
+using test_support::run_command;
+using test_support::run_trainhost;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+// The spin count libgomp settled on in the process that trained: with
+// OMP_DISPLAY_ENV=verbose each process that loads libgomp prints its settings, so
+// the last block is the final process's.
+std::string final_spin_count(const RunResult& run) {
+    const std::string key = "GOMP_SPINCOUNT = '";
+    const std::size_t at = run.err.rfind(key);
+    if (at == std::string::npos) return "(not printed)";
+    const std::size_t start = at + key.size();
+    return run.err.substr(start, run.err.find('\'', start) - start);
+}
+
+std::string fit_line(const RunResult& run) {
+    const std::size_t at = run.out.find("fit 1/1");
+    return at == std::string::npos ? "(no fit line)" : run.out.substr(at, run.out.find('\n', at) - at);
+}
+
+}  // namespace
+
+TEST_CASE("trainhost has idle OpenMP workers sleep unless the user chose how they wait", "[cli][threads]") {
+    TempDir dir;
+    const std::vector<std::string> arguments{
+        "--config", dir.write("run.toml", "threads = 2\n" + tiny_config(2)).string(), "--device", "cpu", "--verbose"};
+    const std::string shown = "unset OMP_WAIT_POLICY GOMP_SPINCOUNT; export OMP_DISPLAY_ENV=verbose";
+
+    const RunResult chosen_for_the_user = run_trainhost(arguments, shown);
+    CHECK(chosen_for_the_user.exit_code == 0);
+    CHECK_THAT(chosen_for_the_user.out,
+               Contains("cpu threads: 2 for OpenBLAS, 2 for OpenMP (oneDNN), OMP_WAIT_POLICY=PASSIVE\n"));
+    CHECK(final_spin_count(chosen_for_the_user) == "0");  // what libgomp itself uses
+
+    const RunResult chosen_by_the_user = run_trainhost(arguments, shown + "; export OMP_WAIT_POLICY=active");
+    CHECK(chosen_by_the_user.exit_code == 0);
+    CHECK_THAT(chosen_by_the_user.out, Contains("OMP_WAIT_POLICY=active\n"));
+    CHECK(final_spin_count(chosen_by_the_user) != "0");
+
+    // A spin count is a choice too: the policy stays unset.
+    const RunResult spin_count = run_trainhost(arguments, shown + "; export GOMP_SPINCOUNT=1000");
+    CHECK(spin_count.exit_code == 0);
+    CHECK_THAT(spin_count.out, Contains("OMP_WAIT_POLICY=(unset)\n"));
+    CHECK(final_spin_count(spin_count) == "1000");
+
+    // Started through the dynamic loader, /proc/self/exe is the loader: no restart,
+    // libgomp's default, and the run is the same.
+    const std::vector<std::string> loader_arguments = [&] {
+        std::vector<std::string> all{"/lib64/ld-linux-x86-64.so.2", TRAINHOST_BINARY};
+        all.insert(all.end(), arguments.begin(), arguments.end());
+        return all;
+    }();
+    const RunResult through_the_loader = run_command(loader_arguments, shown);
+    CHECK(through_the_loader.exit_code == 0);
+    CHECK_THAT(through_the_loader.out, Contains("OMP_WAIT_POLICY=(unset)\n"));
+    CHECK(final_spin_count(through_the_loader) == "300000");
+
+    // The restart changes nothing else: the same run, the same losses.
+    CHECK(fit_line(chosen_for_the_user) == fit_line(chosen_by_the_user));
+    CHECK(fit_line(chosen_for_the_user) == fit_line(through_the_loader));
+    CHECK_THAT(fit_line(chosen_for_the_user), Contains("2 epochs, train_loss="));
+}
+
+TEST_CASE("the config's threads bounds both OpenBLAS and OpenMP", "[cli][threads]") {
+    TempDir dir;
+    const RunResult one = run_trainhost(
+        {"--config", dir.write("one.toml", "threads = 1\n" + tiny_config(1)).string(), "--device", "cpu", "--verbose"});
+    CHECK(one.exit_code == 0);
+    CHECK_THAT(one.out, Contains("cpu threads: 1 for OpenBLAS, 1 for OpenMP (oneDNN)"));
+    const RunResult three = run_trainhost(
+        {"--config", dir.write("three.toml", "threads = 3\n" + tiny_config(1)).string(), "--device", "cpu", "--verbose"});
+    CHECK(three.exit_code == 0);
+    CHECK_THAT(three.out, Contains("cpu threads: 3 for OpenBLAS, 3 for OpenMP (oneDNN)"));
+}
