@@ -16,12 +16,14 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <fmt/format.h>
 #include <exception>
 #include <filesystem>
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #ifndef TRAINHOST_VERSION
@@ -226,19 +228,23 @@ namespace {
 // default, on the cores OpenBLAS's threads need for the GEMMs between convolutions:
 // on 2 cores the CNN then trained 20% slower than with im2col, against 1.6 times as
 // fast with idle workers asleep. libgomp fixes its spin count in its constructor,
-// before main and (as measured with libgomp 12) even when the variable is set from
-// the executable's .preinit_array, so trainhost starts itself again, once, with
-// OMP_WAIT_POLICY=PASSIVE, as Java's launcher did for its library path. Not when the
-// user chose a policy or a spin count, and not when this process is not trainhost
-// itself (run through valgrind or ld.so, /proc/self/exe names that tool instead):
-// those runs go on with libgomp's default, as does one whose exec fails.
+// before main; a variable set from the executable's .preinit_array does not count
+// either (glibc sets up the environment afresh after it). So trainhost starts itself
+// again, once, with OMP_WAIT_POLICY=PASSIVE, as Java's launcher did for its library
+// path: from its own file, so that the process keeps its name. Not when the user chose
+// a policy or a spin count, not when started as the dynamic loader's argument
+// (/proc/self/exe is then the loader), and not under valgrind (which would not follow
+// the new process): those runs, and one whose exec fails, go on with libgomp's default.
 void restart_with_passive_openmp_waits(char** argv) {
     if (std::getenv("OMP_WAIT_POLICY") != nullptr || std::getenv("GOMP_SPINCOUNT") != nullptr) return;
+    if (getauxval(AT_BASE) == 0) return;  // no interpreter mapped apart: ld.so is the program
+    const char* preloaded = std::getenv("LD_PRELOAD");
+    if (preloaded != nullptr && std::strstr(preloaded, "vgpreload") != nullptr) return;
     std::error_code error;
     const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-    if (error || self.filename() != "trainhost") return;
+    if (error) return;
     if (setenv("OMP_WAIT_POLICY", "PASSIVE", 0) != 0) return;
-    execv(self.c_str(), argv);  // the file's own name, so that the process keeps its name
+    execv(self.c_str(), argv);  // fails for a file deleted since: the run goes on as it is
     unsetenv("OMP_WAIT_POLICY");
 }
 

@@ -368,6 +368,9 @@ void Session::build_fit() {
     state_.device = devices_[model_device_]->name().c_str();
     device::Backend& backend = model_device_ref().backend();
     nn::LayerContext context{backend, *ledger_, rows, model_device_};
+    // Each split's last batch (a predict pass runs the training split).
+    for (const data::Dataset* split : {&train_, &validation_, test_ ? &*test_ : nullptr})
+        if (split != nullptr && split->count % rows != 0) context.smaller_rows.push_back(split->count % rows);
     // The model's fit to the data is known only now, with the data loaded: name the file as every config error does.
     try {
         fit.loss = nn::loss_kind(config.model.loss);

@@ -101,7 +101,9 @@ void Dropout::backward(const float*, const float*, float* dy, float* dx, std::si
 
 Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name,
                data::Rng& rng)
-    : Layer(context.backend), ledger_(context.ledger), max_rows_(context.max_rows), name_(name), shape_(shape) {
+    : Layer(context.backend), ledger_(context.ledger), max_rows_(context.max_rows), sized_rows_(context.smaller_rows),
+      name_(name), shape_(shape) {
+    sized_rows_.push_back(max_rows_);
     const auto fan_in = static_cast<std::size_t>(shape.channels) * shape.kernel * shape.kernel;
     const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
     const std::vector<std::size_t> weight_shape = {static_cast<std::size_t>(shape.filters),
@@ -116,9 +118,14 @@ Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, 
     workspace_ = make_workspace(context.backend, context.device);
 }
 
+// A smaller batch can need more than the largest one: oneDNN splits a batch's
+// weight-gradient reduction over its threads by the batch's size, and the scratch for
+// those partial sums does not shrink with it. Sizing for every batch up front keeps
+// the layer's memory the same from its first step to its last.
 Tensor Conv2d::make_workspace(device::Backend& backend, device::DeviceIndex device) const {
-    return Tensor(ledger_, {std::max<std::size_t>(1, backend.conv_workspace(with_rows(max_rows_)))}, TH_SCOPE_FIT,
-                  name_ + ".workspace", device);
+    std::size_t floats = 1;
+    for (const std::size_t rows : sized_rows_) floats = std::max(floats, backend.conv_workspace(with_rows(rows)));
+    return Tensor(ledger_, {floats}, TH_SCOPE_FIT, name_ + ".workspace", device);
 }
 
 std::size_t Conv2d::output_width() const noexcept {
@@ -132,12 +139,16 @@ device::ConvShape Conv2d::with_rows(std::size_t rows) const noexcept {
 }
 
 device::Workspace Conv2d::workspace_for(const device::ConvShape& s) {
-    // A smaller batch can need more than the largest one: oneDNN splits a batch's
-    // weight-gradient reduction over its threads by the batch's size, and the scratch
-    // for those partial sums does not shrink with it. Grown once per such shape.
-    const std::size_t needed = backend_->conv_workspace(s);
-    if (needed > workspace_.numel())
-        workspace_ = Tensor(ledger_, {needed}, TH_SCOPE_FIT, name_ + ".workspace", workspace_.buffer().device());
+    const auto rows = static_cast<std::size_t>(s.batch);
+    if (std::find(sized_rows_.begin(), sized_rows_.end(), rows) == sized_rows_.end()) {
+        sized_rows_.push_back(rows);
+        const std::size_t needed = backend_->conv_workspace(s);
+        if (needed > workspace_.numel()) {
+            const device::DeviceIndex device = workspace_.buffer().device();
+            workspace_ = Tensor();  // the old one goes first: never both at once
+            workspace_ = Tensor(ledger_, {needed}, TH_SCOPE_FIT, name_ + ".workspace", device);
+        }
+    }
     return workspace_.as_workspace();
 }
 

@@ -51,6 +51,9 @@ struct LayerContext {
     resources::Ledger& ledger;
     std::size_t max_rows;
     device::DeviceIndex device;
+    // The smaller batches the fit will also run (each split's last one), for layers
+    // whose scratch depends on the batch in other ways than by its size.
+    std::vector<std::size_t> smaller_rows = {};
 };
 
 // y = x W^T + b with W of shape [out, in], as torch.nn.Linear; initialised as
@@ -132,12 +135,14 @@ public:
 
 private:
     [[nodiscard]] device::ConvShape with_rows(std::size_t rows) const noexcept;
-    // Sized by the backend for the largest batch: backends need different amounts.
+    // Sized by the backend for every batch the fit runs: backends need different
+    // amounts, and a smaller batch can need more than the largest.
     [[nodiscard]] Tensor make_workspace(device::Backend& backend, device::DeviceIndex device) const;
-    // The workspace, grown first where this batch's shape needs more than it holds.
+    // The workspace, grown first for a batch of a size nobody announced that needs more.
     [[nodiscard]] device::Workspace workspace_for(const device::ConvShape& s);
     resources::Ledger& ledger_;
     std::size_t max_rows_;
+    std::vector<std::size_t> sized_rows_;  // the batch sizes the workspace is known to hold
     std::string name_;
     device::ConvShape shape_;
     std::vector<Parameter> params_;  // weight, bias

@@ -29,10 +29,10 @@ struct ConvShape {
 // One convolution shape's oneDNN primitives: forward, weight and bias gradients, and
 // the input gradient. oneDNN runs its own kernels in the channel-blocked layouts it
 // picks for the machine, several times as fast as im2col and GEMM on the CNN's
-// layers (bench/cpu_backend); the workspace holds the copies of trainhost's NCHW tensors in
-// those layouts and oneDNN's scratchpad, so no call allocates. Making one costs
-// milliseconds (kernels are generated for the shape): keep it for the shape's calls.
-// Calls on one object must not overlap.
+// layers (bench/cpu_backend). The workspace holds the copies of trainhost's NCHW
+// tensors in those layouts and oneDNN's scratchpad, so a call allocates nothing but
+// oneDNN's small handles. Making one costs milliseconds (kernels are generated for
+// the shape): keep it for the shape's calls. Calls on one object must not overlap.
 class Convolution {
 public:
     // Throws std::invalid_argument on a shape with no output, std::runtime_error when

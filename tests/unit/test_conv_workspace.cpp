@@ -109,7 +109,37 @@ private:
 
 }  // namespace
 
-TEST_CASE("a conv2d layer grows its workspace lease where a smaller batch needs more", "[conv][ledger]") {
+TEST_CASE("a conv2d layer sizes its workspace for every batch it is told of, from the start", "[conv][ledger]") {
+    device::CpuDevice cpu(0);
+    resources::Ledger ledger({&cpu});
+    constexpr std::size_t full = 8, last = 3;
+    SmallBatchesNeedMore backend(cpu.backend(), full);
+    data::Rng rng(5);
+    const device::ConvShape shape{int(full), 2, 6, 6, 3, 3, 1, 1};
+    device::ConvShape smaller = shape;
+    smaller.batch = int(last);
+    REQUIRE(backend.conv_workspace(smaller) > backend.conv_workspace(shape));
+    nn::Conv2d conv(nn::LayerContext{backend, ledger, full, 0, {last}}, shape, 0, "conv", rng);
+    const std::uint64_t core_bytes = ledger.usage(resources::kCoreOwner).bytes_in_use;
+    const std::size_t leases = ledger.live_leases();
+
+    std::mt19937 values(9);
+    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+    std::vector<float> x(full * 2 * 36), y(full * 3 * 36), dy(full * 3 * 36), dx(x.size());
+    for (auto* v : {&x, &dy})
+        for (float& f : *v) f = value(values);
+    for (const std::size_t rows : {full, last, full}) {
+        conv.forward(x.data(), y.data(), rows, true);
+        conv.backward(x.data(), y.data(), dy.data(), dx.data(), rows);
+    }
+    // Nothing taken or given back during the steps: the memory of the first is the last's.
+    CHECK(ledger.usage(resources::kCoreOwner).bytes_in_use == core_bytes);
+    CHECK(ledger.live_leases() == leases);
+    const std::size_t sized = backend.conv_workspace(smaller);
+    CHECK(backend.given == std::vector<std::size_t>(6, sized));
+}
+
+TEST_CASE("a conv2d layer grows its workspace lease for a batch nobody announced that needs more", "[conv][ledger]") {
     device::CpuDevice cpu(0);
     resources::Ledger ledger({&cpu});
     constexpr std::size_t full = 8, last = 3;
