@@ -107,70 +107,73 @@ private:
     int full_rows_;
 };
 
-}  // namespace
+// A conv2d layer for batches of 8 on that backend, with fresh random data, and the
+// core's memory before its first step.
+struct LayerWithSmallBatches {
+    static constexpr std::size_t full = 8, last = 3;
+    device::CpuDevice cpu{0};
+    resources::Ledger ledger{{&cpu}};
+    SmallBatchesNeedMore backend{cpu.backend(), int(full)};
+    data::Rng rng{5};
+    device::ConvShape shape{int(full), 2, 6, 6, 3, 3, 1, 1};
+    nn::Conv2d conv;
+    std::uint64_t core_bytes;
+    std::vector<float> x, y, dy, dx;
 
-TEST_CASE("a conv2d layer sizes its workspace for every batch it is told of, from the start", "[conv][ledger]") {
-    device::CpuDevice cpu(0);
-    resources::Ledger ledger({&cpu});
-    constexpr std::size_t full = 8, last = 3;
-    SmallBatchesNeedMore backend(cpu.backend(), full);
-    data::Rng rng(5);
-    const device::ConvShape shape{int(full), 2, 6, 6, 3, 3, 1, 1};
-    device::ConvShape smaller = shape;
-    smaller.batch = int(last);
-    REQUIRE(backend.conv_workspace(smaller) > backend.conv_workspace(shape));
-    nn::Conv2d conv(nn::LayerContext{backend, ledger, full, 0, {last}}, shape, 0, "conv", rng);
-    const std::uint64_t core_bytes = ledger.usage(resources::kCoreOwner).bytes_in_use;
-    const std::size_t leases = ledger.live_leases();
+    explicit LayerWithSmallBatches(std::vector<std::size_t> announced)
+        : conv(nn::LayerContext{backend, ledger, full, 0, std::move(announced)}, shape, 0, "conv", rng),
+          core_bytes(ledger.usage(resources::kCoreOwner).bytes_in_use),
+          x(random(full * 2 * 36, 9)), y(full * 3 * 36), dy(random(full * 3 * 36, 10)), dx(x.size()) {}
 
-    std::mt19937 values(9);
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<float> x(full * 2 * 36), y(full * 3 * 36), dy(full * 3 * 36), dx(x.size());
-    for (auto* v : {&x, &dy})
-        for (float& f : *v) f = value(values);
-    for (const std::size_t rows : {full, last, full}) {
+    void step(std::size_t rows) {
         conv.forward(x.data(), y.data(), rows, true);
         conv.backward(x.data(), y.data(), dy.data(), dx.data(), rows);
     }
+    [[nodiscard]] std::size_t needs(std::size_t rows) const {
+        device::ConvShape s = shape;
+        s.batch = int(rows);
+        return backend.conv_workspace(s);
+    }
+    [[nodiscard]] std::uint64_t core_now() const { return ledger.usage(resources::kCoreOwner).bytes_in_use; }
+
+    static std::vector<float> random(std::size_t n, unsigned seed) {
+        std::mt19937 values(seed);
+        std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+        std::vector<float> v(n);
+        for (float& f : v) f = value(values);
+        return v;
+    }
+};
+
+}  // namespace
+
+TEST_CASE("a conv2d layer sizes its workspace for every batch it is told of, from the start", "[conv][ledger]") {
+    using Layer = LayerWithSmallBatches;
+    Layer layer({Layer::last});
+    REQUIRE(layer.needs(Layer::last) > layer.needs(Layer::full));
+    const std::size_t leases = layer.ledger.live_leases();
+    for (const std::size_t rows : {Layer::full, Layer::last, Layer::full}) layer.step(rows);
     // Nothing taken or given back during the steps: the memory of the first is the last's.
-    CHECK(ledger.usage(resources::kCoreOwner).bytes_in_use == core_bytes);
-    CHECK(ledger.live_leases() == leases);
-    const std::size_t sized = backend.conv_workspace(smaller);
-    CHECK(backend.given == std::vector<std::size_t>(6, sized));
+    CHECK(layer.core_now() == layer.core_bytes);
+    CHECK(layer.ledger.live_leases() == leases);
+    CHECK(layer.backend.given == std::vector<std::size_t>(6, layer.needs(Layer::last)));
 }
 
 TEST_CASE("a conv2d layer grows its workspace lease for a batch nobody announced that needs more", "[conv][ledger]") {
-    device::CpuDevice cpu(0);
-    resources::Ledger ledger({&cpu});
-    constexpr std::size_t full = 8, last = 3;
-    SmallBatchesNeedMore backend(cpu.backend(), full);
-    data::Rng rng(5);
-    const device::ConvShape shape{int(full), 2, 6, 6, 3, 3, 1, 1};
-    nn::Conv2d conv(nn::LayerContext{backend, ledger, full, 0}, shape, 0, "conv", rng);
-    const std::size_t sized_for_full = backend.conv_workspace(shape);
-    const std::uint64_t core_bytes = ledger.usage(resources::kCoreOwner).bytes_in_use;
-
-    std::mt19937 values(9);
-    std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-    std::vector<float> x(full * 2 * 36), y(full * 3 * 36), dy(full * 3 * 36), dx(x.size());
-    for (auto* v : {&x, &dy})
-        for (float& f : *v) f = value(values);
-    conv.forward(x.data(), y.data(), full, true);
-    conv.backward(x.data(), y.data(), dy.data(), dx.data(), full);
-    CHECK(ledger.usage(resources::kCoreOwner).bytes_in_use == core_bytes);  // the full batch fits
+    using Layer = LayerWithSmallBatches;
+    Layer layer({});
+    const std::size_t sized_for_full = layer.needs(Layer::full), needed = layer.needs(Layer::last);
+    REQUIRE(needed > sized_for_full);
+    layer.step(Layer::full);
+    CHECK(layer.core_now() == layer.core_bytes);  // the full batch fits
 
     // The last batch asks for more: the lease is replaced by a larger one, once.
-    device::ConvShape smaller = shape;
-    smaller.batch = int(last);
-    const std::size_t needed = backend.conv_workspace(smaller);
-    REQUIRE(needed > sized_for_full);
-    conv.forward(x.data(), y.data(), last, true);
-    conv.backward(x.data(), y.data(), dy.data(), dx.data(), last);
-    CHECK(ledger.usage(resources::kCoreOwner).bytes_in_use == core_bytes + (needed - sized_for_full) * sizeof(float));
-    CHECK(backend.given == std::vector<std::size_t>{sized_for_full, sized_for_full, needed, needed});
+    layer.step(Layer::last);
+    CHECK(layer.core_now() == layer.core_bytes + (needed - sized_for_full) * sizeof(float));
+    CHECK(layer.backend.given == std::vector<std::size_t>{sized_for_full, sized_for_full, needed, needed});
     // A full batch after it keeps the larger lease: nothing is taken or given back.
-    const std::size_t leases = ledger.live_leases();
-    conv.forward(x.data(), y.data(), full, true);
-    CHECK(ledger.live_leases() == leases);
-    CHECK(backend.given.back() == needed);
+    const std::size_t leases = layer.ledger.live_leases();
+    layer.step(Layer::full);
+    CHECK(layer.ledger.live_leases() == leases);
+    CHECK(layer.backend.given.back() == needed);
 }
