@@ -6,10 +6,9 @@
 //  - conv_step/<layer>: one conv2d layer of the CNN at batch 64, forward and
 //    backward (weights, bias, and the input where the layer has one to pass back):
 //    im2col and one OpenBLAS GEMM per sample (trainhost's convolution before
-//    oneDNN's), oneDNN's primitives on trainhost's NCHW tensors ("plain"), in the
-//    layouts oneDNN picks with the reorders from and to NCHW counted ("blocked", as
-//    a backend that keeps NCHW between layers has to run them), and
-//    kernels/cpu's Convolution, which runs the blocked way.
+//    oneDNN's), oneDNN's primitives on trainhost's NCHW tensors ("plain"), and
+//    kernels/cpu's Convolution: oneDNN in the layouts it picks, with the reorders
+//    from and to NCHW counted, as a backend that keeps NCHW between layers runs it.
 // Before timing, each result is checked against im2col on the same random data, so
 // every side is known to do the same work.
 #include "im2col_convolution.hpp"
@@ -182,120 +181,62 @@ void im2col_conv_step(const ConvLayer& layer, ConvTensors& t, std::vector<float>
                          layer.passes_input_gradient ? t.dx.data() : nullptr, columns.data());
 }
 
-// oneDNN's forward, backward-weights and backward-data primitives for one layer. With
-// `blocked`, oneDNN picks its layouts and the step pays the reorders between those
-// and trainhost's NCHW tensors.
-class OneDnnConv {
+// oneDNN's primitives on trainhost's own NCHW and OIHW tensors, no copies: what a
+// backend that let oneDNN choose nothing would run (oneDNN then takes its GEMM-based
+// convolution).
+class PlainOneDnnConv {
 public:
-    OneDnnConv(const ConvLayer& layer, ConvTensors& t, bool blocked)
+    PlainOneDnnConv(const ConvLayer& layer, ConvTensors& t)
         : engine_(dnnl::engine::kind::cpu, 0), stream_(engine_), input_gradient_(layer.passes_input_gradient) {
         using tag = dnnl::memory::format_tag;
         using dims = dnnl::memory::dims;
         const cpu::ConvShape& s = layer.shape;
         const auto f32 = dnnl::memory::data_type::f32;
-        const dims x_dims{s.batch, s.channels, s.height, s.width}, w_dims{s.filters, s.channels, s.kernel, s.kernel},
-            b_dims{s.filters}, y_dims{s.batch, s.filters, s.out_height(), s.out_width()};
+        const dnnl::memory::desc x_md(dims{s.batch, s.channels, s.height, s.width}, f32, tag::nchw),
+            w_md(dims{s.filters, s.channels, s.kernel, s.kernel}, f32, tag::oihw), b_md(dims{s.filters}, f32, tag::x),
+            y_md(dims{s.batch, s.filters, s.out_height(), s.out_width()}, f32, tag::nchw);
         const dims strides{s.stride, s.stride}, padding{s.padding, s.padding};
-        auto md = [&](const dims& d, tag plain) { return dnnl::memory::desc(d, f32, blocked ? tag::any : plain); };
-
         const dnnl::convolution_forward::primitive_desc forward_pd(
             dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training, dnnl::algorithm::convolution_direct,
-                                            md(x_dims, tag::nchw), md(w_dims, tag::oihw),
-                                            dnnl::memory::desc(b_dims, f32, tag::x), md(y_dims, tag::nchw), strides,
-                                            padding, padding),
+                                            x_md, w_md, b_md, y_md, strides, padding, padding),
             engine_);
-        const dnnl::convolution_backward_weights::primitive_desc weights_pd(
-            dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, md(x_dims, tag::nchw),
-                                                     md(w_dims, tag::oihw), dnnl::memory::desc(b_dims, f32, tag::x),
-                                                     md(y_dims, tag::nchw), strides, padding, padding),
-            engine_, forward_pd);
         forward_ = dnnl::convolution_forward(forward_pd);
-        backward_weights_ = dnnl::convolution_backward_weights(weights_pd);
-        implementations_ = std::string("forward ") + forward_pd.impl_info_str() + ", weights " +
-                           weights_pd.impl_info_str();
-
-        // trainhost's tensors, and oneDNN's own where it wants another layout.
-        x_ = bind(forward_pd.src_desc(), x_dims, tag::nchw, t.x.data());
-        w_ = bind(forward_pd.weights_desc(), w_dims, tag::oihw, t.weight.data());
-        b_ = dnnl::memory(forward_pd.bias_desc(), engine_, t.bias.data());
-        y_ = bind(forward_pd.dst_desc(), y_dims, tag::nchw, t.y.data());
-        dy_ = bind(weights_pd.diff_dst_desc(), y_dims, tag::nchw, t.dy.data());
-        dw_ = bind(weights_pd.diff_weights_desc(), w_dims, tag::oihw, t.dweight.data());
-        db_ = dnnl::memory(weights_pd.diff_bias_desc(), engine_, t.dbias.data());
-        // The backward passes may want their operands in other layouts than the forward's.
-        x_for_weights_ = bind(weights_pd.src_desc(), x_dims, tag::nchw, t.x.data());
-        if (input_gradient_) {
-            const dnnl::convolution_backward_data::primitive_desc data_pd(
-                dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, md(x_dims, tag::nchw),
-                                                      md(w_dims, tag::oihw), md(y_dims, tag::nchw), strides, padding,
-                                                      padding),
-                engine_, forward_pd);
-            backward_data_ = dnnl::convolution_backward_data(data_pd);
-            implementations_ += std::string(", data ") + data_pd.impl_info_str();
-            dy_for_data_ = bind(data_pd.diff_dst_desc(), y_dims, tag::nchw, t.dy.data());
-            w_for_data_ = bind(data_pd.weights_desc(), w_dims, tag::oihw, t.weight.data());
-            dx_ = bind(data_pd.diff_src_desc(), x_dims, tag::nchw, t.dx.data());
-        }
+        backward_weights_ = dnnl::convolution_backward_weights(dnnl::convolution_backward_weights::primitive_desc(
+            dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, x_md, w_md, b_md, y_md,
+                                                     strides, padding, padding),
+            engine_, forward_pd));
+        backward_data_ = dnnl::convolution_backward_data(dnnl::convolution_backward_data::primitive_desc(
+            dnnl::convolution_backward_data::desc(dnnl::algorithm::convolution_direct, x_md, w_md, y_md, strides,
+                                                  padding, padding),
+            engine_, forward_pd));
+        implementations_ = forward_pd.impl_info_str();
+        const auto bind = [&](const dnnl::memory::desc& md, std::vector<float>& v) {
+            return dnnl::memory(md, engine_, v.data());
+        };
+        x_ = bind(x_md, t.x), w_ = bind(w_md, t.weight), b_ = bind(b_md, t.bias), y_ = bind(y_md, t.y);
+        dy_ = bind(y_md, t.dy), dw_ = bind(w_md, t.dweight), db_ = bind(b_md, t.dbias), dx_ = bind(x_md, t.dx);
     }
 
     void step() {
-        in(x_);
-        in(w_);
-        forward_.execute(stream_, {{DNNL_ARG_SRC, x_.inner}, {DNNL_ARG_WEIGHTS, w_.inner}, {DNNL_ARG_BIAS, b_},
-                                   {DNNL_ARG_DST, y_.inner}});
-        out(y_);
-        in(x_for_weights_);
-        in(dy_);
-        backward_weights_.execute(stream_, {{DNNL_ARG_SRC, x_for_weights_.inner}, {DNNL_ARG_DIFF_DST, dy_.inner},
-                                            {DNNL_ARG_DIFF_WEIGHTS, dw_.inner}, {DNNL_ARG_DIFF_BIAS, db_}});
-        out(dw_);
-        if (input_gradient_) {
-            in(dy_for_data_);
-            in(w_for_data_);
-            backward_data_.execute(stream_, {{DNNL_ARG_DIFF_DST, dy_for_data_.inner},
-                                             {DNNL_ARG_WEIGHTS, w_for_data_.inner}, {DNNL_ARG_DIFF_SRC, dx_.inner}});
-            out(dx_);
-        }
+        forward_.execute(stream_, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_BIAS, b_}, {DNNL_ARG_DST, y_}});
+        backward_weights_.execute(stream_, {{DNNL_ARG_SRC, x_}, {DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_DIFF_WEIGHTS, dw_},
+                                            {DNNL_ARG_DIFF_BIAS, db_}});
+        if (input_gradient_)
+            backward_data_.execute(stream_,
+                                   {{DNNL_ARG_DIFF_DST, dy_}, {DNNL_ARG_WEIGHTS, w_}, {DNNL_ARG_DIFF_SRC, dx_}});
         stream_.wait();
     }
 
-    [[nodiscard]] const std::string& implementations() const { return implementations_; }
+    [[nodiscard]] const std::string& implementation() const { return implementations_; }
 
 private:
-    // A tensor as trainhost holds it (`outer`, NCHW) and as the primitive takes it
-    // (`inner`: the same memory, or oneDNN's copy in its own layout).
-    struct Bound {
-        dnnl::memory outer, inner;
-        bool copied = false;
-    };
-
-    Bound bind(const dnnl::memory::desc& wanted, const dnnl::memory::dims& d, dnnl::memory::format_tag plain,
-               float* data) {
-        Bound bound;
-        bound.outer = dnnl::memory({d, dnnl::memory::data_type::f32, plain}, engine_, data);
-        if (wanted == bound.outer.get_desc()) {
-            bound.inner = bound.outer;
-        } else {
-            bound.inner = dnnl::memory(wanted, engine_);
-            bound.copied = true;
-        }
-        return bound;
-    }
-    void in(Bound& b) {
-        if (b.copied) dnnl::reorder(b.outer, b.inner).execute(stream_, b.outer, b.inner);
-    }
-    void out(Bound& b) {
-        if (b.copied) dnnl::reorder(b.inner, b.outer).execute(stream_, b.inner, b.outer);
-    }
-
     dnnl::engine engine_;
     dnnl::stream stream_;
     bool input_gradient_;
     dnnl::convolution_forward forward_;
     dnnl::convolution_backward_weights backward_weights_;
     dnnl::convolution_backward_data backward_data_;
-    Bound x_, w_, y_, dy_, dw_, x_for_weights_, dy_for_data_, w_for_data_, dx_;
-    dnnl::memory b_, db_;
+    dnnl::memory x_, w_, b_, y_, dy_, dw_, db_, dx_;
     std::string implementations_;
 };
 
@@ -323,41 +264,37 @@ void conv_kernels(benchmark::State& state, const ConvLayer& layer) {
         benchmark::Counter(double(layer.shape.batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
-void conv_onednn(benchmark::State& state, const ConvLayer& layer, bool blocked) {
+void conv_plain_onednn(benchmark::State& state, const ConvLayer& layer) {
     ConvTensors t(layer.shape);
-    OneDnnConv conv(layer, t, blocked);
+    PlainOneDnnConv conv(layer, t);
     for (auto _ : state) conv.step();
-    state.SetLabel(conv.implementations());
+    state.SetLabel(conv.implementation());
     state.counters["samples/s"] =
         benchmark::Counter(double(layer.shape.batch), benchmark::Counter::kIsIterationInvariantRate);
 }
 
+// One step of `side` on fresh tensors against im2col's on the same data.
+template <typename Step>
+void check_against_im2col(const ConvLayer& layer, const std::string& side, Step step) {
+    ConvTensors ours(layer.shape), theirs(layer.shape);
+    std::vector<float> columns(im2col_baseline::column_size(layer.shape));
+    im2col_conv_step(layer, ours, columns);
+    step(theirs);
+    const std::string name = std::string(layer.name) + " " + side;
+    require_close(name + " y", theirs.y, ours.y);
+    require_close(name + " dW", theirs.dweight, ours.dweight);
+    require_close(name + " db", theirs.dbias, ours.dbias);
+    if (layer.passes_input_gradient) require_close(name + " dx", theirs.dx, ours.dx);
+}
+
 void check_convolutions() {
-    for (const ConvLayer& layer : conv_layers())
-        for (const bool blocked : {false, true}) {
-            ConvTensors ours(layer.shape), theirs(layer.shape);
-            std::vector<float> columns(im2col_baseline::column_size(layer.shape));
-            im2col_conv_step(layer, ours, columns);
-            OneDnnConv conv(layer, theirs, blocked);
-            conv.step();
-            const std::string name = std::string(layer.name) + (blocked ? " blocked" : " plain");
-            require_close(name + " y", theirs.y, ours.y);
-            require_close(name + " dW", theirs.dweight, ours.dweight);
-            require_close(name + " db", theirs.dbias, ours.dbias);
-            if (layer.passes_input_gradient) require_close(name + " dx", theirs.dx, ours.dx);
-        }
     for (const ConvLayer& layer : conv_layers()) {
-        ConvTensors ours(layer.shape), theirs(layer.shape);
-        std::vector<float> columns(im2col_baseline::column_size(layer.shape));
-        im2col_conv_step(layer, ours, columns);
-        const cpu::Convolution conv(layer.shape);
-        std::vector<float> workspace(conv.workspace_floats());
-        kernels_conv_step(conv, theirs, workspace, layer.passes_input_gradient);
-        const std::string name = std::string(layer.name) + " kernels/cpu";
-        require_close(name + " y", theirs.y, ours.y);
-        require_close(name + " dW", theirs.dweight, ours.dweight);
-        require_close(name + " db", theirs.dbias, ours.dbias);
-        if (layer.passes_input_gradient) require_close(name + " dx", theirs.dx, ours.dx);
+        check_against_im2col(layer, "plain", [&](ConvTensors& t) { PlainOneDnnConv(layer, t).step(); });
+        check_against_im2col(layer, "kernels/cpu", [&](ConvTensors& t) {
+            const cpu::Convolution conv(layer.shape);
+            std::vector<float> workspace(conv.workspace_floats());
+            kernels_conv_step(conv, t, workspace, layer.passes_input_gradient);
+        });
     }
 }
 
@@ -378,8 +315,7 @@ int main(int argc, char** argv) {
         const std::string name = std::string("conv_step/") + layer.name;
         benchmark::RegisterBenchmark((name + "/im2col").c_str(), conv_im2col, layer)->UseRealTime();
         benchmark::RegisterBenchmark((name + "/kernels_cpu").c_str(), conv_kernels, layer)->UseRealTime();
-        benchmark::RegisterBenchmark((name + "/onednn_plain").c_str(), conv_onednn, layer, false)->UseRealTime();
-        benchmark::RegisterBenchmark((name + "/onednn_blocked").c_str(), conv_onednn, layer, true)->UseRealTime();
+        benchmark::RegisterBenchmark((name + "/onednn_plain").c_str(), conv_plain_onednn, layer)->UseRealTime();
     }
     benchmark::RunSpecifiedBenchmarks();
     benchmark::Shutdown();

@@ -35,7 +35,7 @@ for workload in ("mlp_fashion_mnist", "autoencoder", "cnn_fashion_mnist_dense"):
     row(f"dense GEMMs, {workload}", f"gemm_step/{workload}/openblas/real_time", f"gemm_step/{workload}/onednn/real_time")
 # OpenBLAS's column: im2col and one GEMM per sample, trainhost's convolution before oneDNN's.
 for layer in ("cnn_conv1_1x28x28_to_16", "cnn_conv2_16x14x14_to_32"):
-    for variant in ("onednn_plain", "onednn_blocked", "kernels_cpu"):
+    for variant in ("onednn_plain", "kernels_cpu"):
         row(f"conv {layer.removeprefix('cnn_')}, {variant}", f"conv_step/{layer}/im2col/real_time",
             f"conv_step/{layer}/{variant}/real_time")
 PY

@@ -101,9 +101,8 @@ void Dropout::backward(const float*, const float*, float* dy, float* dx, std::si
 
 Conv2d::Conv2d(LayerContext context, device::ConvShape shape, ParamId first_id, const std::string& name,
                data::Rng& rng)
-    : Layer(context.backend), ledger_(context.ledger), max_rows_(context.max_rows), sized_rows_(context.smaller_rows),
-      name_(name), shape_(shape) {
-    sized_rows_.push_back(max_rows_);
+    : Layer(context.backend), ledger_(context.ledger), sized_rows_(context.smaller_rows), name_(name), shape_(shape) {
+    sized_rows_.push_back(context.max_rows);
     const auto fan_in = static_cast<std::size_t>(shape.channels) * shape.kernel * shape.kernel;
     const float bound = 1.0f / std::sqrt(static_cast<float>(fan_in));
     const std::vector<std::size_t> weight_shape = {static_cast<std::size_t>(shape.filters),

@@ -141,8 +141,7 @@ private:
     // The workspace, grown first for a batch of a size nobody announced that needs more.
     [[nodiscard]] device::Workspace workspace_for(const device::ConvShape& s);
     resources::Ledger& ledger_;
-    std::size_t max_rows_;
-    std::vector<std::size_t> sized_rows_;  // the batch sizes the workspace is known to hold
+    std::vector<std::size_t> sized_rows_;  // the batch sizes the workspace is known to hold (the largest among them)
     std::string name_;
     device::ConvShape shape_;
     std::vector<Parameter> params_;  // weight, bias
