@@ -12,6 +12,7 @@
 #include "validate/validate.hpp"
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -23,8 +24,10 @@
 #include <iostream>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <sys/auxv.h>
 #include <unistd.h>
+#include <vector>
 
 #ifndef TRAINHOST_VERSION
 #define TRAINHOST_VERSION "0.0.0"
@@ -112,6 +115,28 @@ std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<
         }
     }
     return files;
+}
+
+// CLI11 reads "--report=" as "--report" still waiting for its value, and takes the
+// next argument whatever it is: "--report= --epochs 3" would report to "--epochs" and
+// refuse the 3. Given apart, as "--report ''", the empty value meets the option's own
+// check. The arguments come back in the reverse order CLI11's parse(vector) takes.
+std::vector<std::string> arguments_for_parse(int argc, char** argv) {
+    std::vector<std::string> arguments;
+    bool options_ended = false;  // after "--" an argument is a value, whatever it looks like
+    for (int i = 1; i < argc; ++i) {
+        std::string argument = argv[i];
+        options_ended = options_ended || argument == "--";
+        if (!options_ended && argument.starts_with("--") && argument.size() > 3 && argument.find('=') == argument.size() - 1) {
+            argument.pop_back();
+            arguments.push_back(std::move(argument));
+            arguments.emplace_back();
+        } else {
+            arguments.push_back(std::move(argument));
+        }
+    }
+    std::reverse(arguments.begin(), arguments.end());
+    return arguments;
 }
 
 // The file a --resume or --weights value names, "last" resolved as the run will
@@ -318,7 +343,8 @@ int run_command(int argc, char** argv) {
         return kExitUsage;
     }
     try {
-        app.parse(argc, argv);
+        std::vector<std::string> arguments = arguments_for_parse(argc, argv);
+        app.parse(arguments);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
@@ -334,6 +360,9 @@ int run_command(int argc, char** argv) {
             auto inputs = plugin_files({checks.plugin});
             inputs.emplace_back("--config", checks.config);
             prepare_output_file("--junit", checks.junit, inputs);
+            // A plugin that is not there has no conformance to test: it gets the error
+            // and exit code that training and inspect give it, before any test runs.
+            (void)plugin::resolve_plugin(checks.plugin, plugin::plugin_search_path());
             if (checks.seed + (checks.repeat - 1) > static_cast<std::uint64_t>(INT64_MAX))
                 throw ConfigError(fmt::format("--seed {} --repeat {}: the last round's seed is past {}", checks.seed,
                                               checks.repeat, INT64_MAX));

@@ -176,7 +176,23 @@ TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[
     CHECK(directory.err == test_support::usage_error("--config: File is actually a directory: " + dir.path().string()));
     auto empty = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--plugins="});
     CHECK(empty.exit_code == 1);
-    CHECK(empty.err == test_support::usage_error("--plugins: 1 required TEXT missing"));
+    CHECK(empty.err == test_support::usage_error("--plugins: '' has an empty plugin name (names are separated by single commas)"));
+}
+
+// "--opt=" is an empty value, not an option that takes the next argument as its own.
+TEST_CASE("an empty --option= value is checked as empty, whatever follows it", "[cli]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config()).string();
+    const std::string empty_name = "--plugins: '' has an empty plugin name (names are separated by single commas)";
+    test_support::check_usage_errors({{{"--plugins=", "--epochs", "0"}, empty_name},
+                                      {{"--plugins=", "--seed", "3"}, empty_name},
+                                      {{"--report=", "--epochs", "0"}, "--report: needs a path, not ''"},
+                                      {{"--resume=", "--verbose"}, "--resume: needs a path, not ''"},
+                                      {{"--epochs=", "--seed", "3"}, "--epochs: '' is not an integer"}},
+                                     {"--config", config});
+    auto junit = run_trainhost({"validate", "progress", "--junit=", "--strictness", "1"});
+    CHECK(junit.exit_code == 1);
+    CHECK(junit.err == test_support::usage_error("--junit: needs a path, not ''"));
 }
 
 TEST_CASE("the data and the model must fit each other", "[cli][config]") {
