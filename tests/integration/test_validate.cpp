@@ -8,6 +8,7 @@
 #include <sstream>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -116,9 +117,20 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     const std::string bad_xml = test_support::read_file(junit);
     CHECK_THAT(bad_xml, Contains("\xEF\xBF\xBD"));
     CHECK(bad_xml.find('\xFF') == std::string::npos);
-    auto missing = run_trainhost({"validate", "no_such_plugin"});
-    CHECK(missing.exit_code == 1);
-    CHECK_THAT(missing.out, Contains("FAIL  metadata") && Contains("plugin 'no_such_plugin' not found"));
+}
+
+TEST_CASE("validate on a plugin that is not there is a load error, as in training, and leaves no report", "[validate]") {
+    TempDir dir;
+    for (const std::string& plugin : {std::string("no_such_plugin"), (dir.path() / "missing.so").string()}) {
+        INFO(plugin);
+        const auto junit = dir.write("junit.xml", "an earlier run's report");
+        auto missing = run_trainhost({"validate", plugin, "--junit", junit.string()});
+        CHECK(missing.exit_code == 2);
+        CHECK(missing.out.empty());
+        CHECK(missing.err == run_trainhost({"inspect", plugin}).err);
+        CHECK_THAT(missing.err, StartsWith("error: plugin ") && Contains(" not found"));
+        CHECK_FALSE(std::filesystem::exists(junit));
+    }
 }
 
 TEST_CASE("a --junit path that cannot be written is a usage error before any test runs", "[validate]") {
