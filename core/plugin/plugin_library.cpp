@@ -2,6 +2,7 @@
 
 #include "errors.hpp"
 #include "plugin/declarations.hpp"
+#include "plugin/plugin_options.hpp"
 
 // library_info.hpp uses std::vector without including it (Boost 1.74).
 #include <vector>
@@ -151,13 +152,8 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
     if (entry->option_count > 0 && entry->options == nullptr)
         throw PluginLoadError(fmt::format("{}: plugin '{}' declares {} options but no option table", file.string(),
                                           entry->name, entry->option_count));
-    for (std::uint32_t i = 0; i < entry->option_count; ++i) {
-        const th_option_spec& spec = entry->options[i];
-        if (spec.name == nullptr || *spec.name == '\0' || spec.type < TH_OPTION_BOOL || spec.type > TH_OPTION_STRING)
-            throw PluginLoadError(fmt::format("{}: plugin '{}' declares option {} without a name or with an unknown "
-                                              "type",
-                                              file.string(), entry->name, i));
-    }
+    if (const std::string fault = option_schema_fault(*entry); !fault.empty())
+        throw PluginLoadError(fmt::format("{}: {}", file.string(), fault));
     if (entry->vtable->struct_size < sizeof(th_plugin_vtable))
         throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
                                           file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,

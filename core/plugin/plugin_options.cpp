@@ -6,6 +6,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <fmt/format.h>
+#include <string_view>
 
 namespace trainhost::plugin {
 
@@ -45,7 +46,46 @@ th_option_value read_value(config::TableReader& reader, std::string_view key, th
     return value;
 }
 
+// The schema's default for `spec`, read as its declared type.
+th_option_value default_value(const th_plugin_entry& entry, const th_option_spec& spec, std::deque<std::string>& strings) {
+    toml::table defaults = parse_default(entry, spec);
+    config::TableReader default_reader(defaults, fmt::format("plugin '{}' default", entry.name), "<schema>");
+    try {
+        return read_value(default_reader, "value", spec.type, strings);
+    } catch (const ConfigError&) {
+        throw PluginLoadError(fmt::format("plugin '{}' declares option '{}' of type {} with a default of another type: {}",
+                                          entry.name, spec.name, option_type_name(spec.type), spec.default_value));
+    }
+}
+
 }  // namespace
+
+std::string option_schema_fault(const th_plugin_entry& entry) {
+    std::deque<std::string> strings;
+    for (std::uint32_t i = 0; i < entry.option_count; ++i) {
+        const th_option_spec& spec = entry.options[i];
+        if (spec.name == nullptr || *spec.name == '\0' || spec.type < TH_OPTION_BOOL || spec.type > TH_OPTION_STRING)
+            return fmt::format("plugin '{}' declares option {} without a name or with an unknown type", entry.name, i);
+        // The second of two options with one name could never be set: a table has one value per key.
+        for (std::uint32_t earlier = 0; earlier < i; ++earlier)
+            if (std::string_view(entry.options[earlier].name) == spec.name)
+                return fmt::format("plugin '{}' declares option '{}' twice", entry.name, spec.name);
+        for (const char* host_key : kHostOptionKeys)
+            if (std::string_view(host_key) == spec.name)
+                return fmt::format("plugin '{}' declares option '{}', which is the host's key in every plugin table",
+                                   entry.name, spec.name);
+        // Checked whether or not a config sets the option: a schema fault is the
+        // plugin's, and one run that sets the key would otherwise hide it from the next.
+        if (spec.default_value != nullptr) {
+            try {
+                (void)default_value(entry, spec, strings);
+            } catch (const PluginLoadError& e) {
+                return e.what();
+            }
+        }
+    }
+    return {};
+}
 
 std::uint64_t parse_byte_size(std::string_view text) {
     std::size_t digits = 0;
@@ -86,15 +126,7 @@ OptionValues validate_options(const th_plugin_entry& entry, const toml::table* t
             throw ConfigError(fmt::format("{}: {} {}: missing required option ({}: {})",
                                           config::source_position(file, (table ? *table : empty).source()), where,
                                           spec.name, option_type_name(spec.type), spec.doc ? spec.doc : ""));
-        toml::table defaults = parse_default(entry, spec);
-        config::TableReader default_reader(defaults, fmt::format("plugin '{}' default", entry.name), "<schema>");
-        try {
-            result.values_.push_back(read_value(default_reader, "value", spec.type, result.strings_));
-        } catch (const ConfigError&) {
-            throw PluginLoadError(fmt::format("plugin '{}' declares option '{}' of type {} with a default of another "
-                                              "type: {}",
-                                              entry.name, spec.name, option_type_name(spec.type), spec.default_value));
-        }
+        result.values_.push_back(default_value(entry, spec, result.strings_));
     }
     if (reader.has("device_memory_limit")) {
         try {

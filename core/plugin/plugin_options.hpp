@@ -31,6 +31,11 @@ private:
 // Host keys accepted in every [plugins.<name>] table, whatever the plugin declares.
 inline constexpr const char* kHostOptionKeys[] = {"device_memory_limit"};
 
+// What is wrong with the option schema a plugin declares (an option without a name
+// or with an unknown type, a name given twice or taken by the host, a default that does
+// not parse as its type), or "" if nothing. The loader refuses such a plugin.
+[[nodiscard]] std::string option_schema_fault(const th_plugin_entry& entry);
+
 // "256MiB", "1.5GiB", "64KiB", "1000B", or an integer number of bytes.
 // Throws std::invalid_argument naming what it could not read.
 [[nodiscard]] std::uint64_t parse_byte_size(std::string_view text);

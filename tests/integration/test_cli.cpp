@@ -358,6 +358,12 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
         {"no_create", "plugin 'test_bare_no_create' lacks create, destroy or its hook table"},
         {"no_option_table", "plugin 'test_bare_no_option_table' declares 2 options but no option table"},
         {"short_hook_table", "plugin 'test_bare_short_hook_table' has a hook table of 8 bytes, ABI 1 needs"},
+        {"option_twice", "plugin 'test_bare_option_twice' declares option 'rate' twice"},
+        {"host_key_option", "plugin 'test_bare_host_key_option' declares option 'device_memory_limit', which is the "
+                            "host's key in every plugin table"},
+        {"mistyped_default", "plugin 'test_bare_mistyped_default' declares option 'steps' of type int with a default "
+                             "of another type: 1.5"},
+        {"invalid_default", "plugin 'test_bare_invalid_default' declares option 'name' with an invalid default: unquoted"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {
@@ -370,6 +376,20 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
             CHECK_THAT(inspect.err, Contains(message));
         }
     }
+}
+
+TEST_CASE("a schema fault is refused even where the config sets the option it concerns", "[cli][load][validate]") {
+    TempDir dir;
+    const std::string plugin = test_plugin("test_bare_mistyped_default");
+    const std::string message = "declares option 'steps' of type int with a default of another type: 1.5";
+    const std::string config =
+        dir.write("run.toml", tiny_config(1, "\n[plugins.test_bare_mistyped_default]\nsteps = 2\n")).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + plugin});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains(message));
+    auto validate = run_trainhost({"validate", plugin, "--strictness", "1", "--config", config});
+    CHECK(validate.exit_code == 1);
+    CHECK_THAT(validate.out, Contains("FAIL  metadata") && Contains(message));
 }
 
 TEST_CASE("plugin options are checked against the schema before create", "[cli][options]") {

@@ -119,6 +119,25 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     CHECK(bad_xml.find('\xFF') == std::string::npos);
 }
 
+TEST_CASE("validate says a required option needs --config, and passes metadata once it has it", "[validate]") {
+    TempDir dir;
+    const std::string plugin = test_plugin("test_bare_required_option");
+    auto bare = run_trainhost({"validate", plugin, "--strictness", "1"});
+    CHECK(bare.exit_code == 1);
+    CHECK_THAT(bare.out, Contains("FAIL  metadata") &&
+                             Contains("<no --config>: [plugins.test_bare_required_option] rate: missing required option "
+                                      "(float: a rate with no default); give its options with --config FILE, in a "
+                                      "[plugins.test_bare_required_option] table"));
+    const auto config = dir.write("options.toml", "[plugins.test_bare_required_option]\nrate = 0.5\n");
+    auto given = run_trainhost({"validate", plugin, "--strictness", "1", "--config", config.string()});
+    CHECK_THAT(given.out, Contains("PASS  metadata"));  // its bare create() fails abi_handshake, as it should
+    const auto wrong = dir.write("wrong.toml", "[plugins.test_bare_required_option]\nrate = \"fast\"\n");
+    auto mistyped = run_trainhost({"validate", plugin, "--strictness", "1", "--config", wrong.string()});
+    CHECK(mistyped.exit_code == 1);
+    CHECK_THAT(mistyped.out, Contains("FAIL  metadata") && Contains("wrong.toml") &&
+                                 Contains("[plugins.test_bare_required_option] rate: expected a number, found a string"));
+}
+
 TEST_CASE("validate on a plugin that is not there is a load error, as in training, and leaves no report", "[validate]") {
     TempDir dir;
     for (const std::string& plugin : {std::string("no_such_plugin"), (dir.path() / "missing.so").string()}) {

@@ -1,7 +1,9 @@
 // A plugin on the bare C ABI, broken in one way chosen by BARE_ABI_FAULT at build
 // time. Entry faults (no_entry, short_entry, bad_name, no_create, no_option_table,
-// short_hook_table): the loader must refuse each with a message naming the fault,
-// before creating anything, and never read past what the entry holds. Hook faults
+// short_hook_table) and option schema faults (option_twice, host_key_option,
+// mistyped_default, invalid_default): the loader must refuse each with a message
+// naming the fault, before creating anything, and never read past what the entry holds.
+// required_option is no fault: an option without a default, which a config must set. Hook faults
 // (bare_status: a status the ABI does not define and no message; bad_control: success
 // with a control value the ABI does not define): the host must fail the fit naming
 // the plugin and the hook, and act on neither.
@@ -10,6 +12,7 @@
 #include <trainhost/abi.h>
 
 #include <cstring>
+#include <tuple>
 
 namespace {
 
@@ -48,6 +51,20 @@ const th_plugin_entry* entry() noexcept {
         value.destroy = &destroy;
         value.vtable = &vtable;
         value.option_count = fault_is("no_option_table") ? 2 : 0;
+        static const th_option_spec twice[] = {{"rate", TH_OPTION_FLOAT, "0.5", "a rate"},
+                                               {"rate", TH_OPTION_FLOAT, "0.1", "the same rate again"}};
+        static const th_option_spec host_key[] = {{"device_memory_limit", TH_OPTION_INT, "1", "the host's own key"}};
+        static const th_option_spec mistyped[] = {{"steps", TH_OPTION_INT, "1.5", "an int with a float default"}};
+        static const th_option_spec invalid[] = {{"name", TH_OPTION_STRING, "unquoted", "a string default without quotes"}};
+        static const th_option_spec required[] = {{"rate", TH_OPTION_FLOAT, nullptr, "a rate with no default"}};
+        for (const auto& [fault, options, count] : {std::tuple{"option_twice", twice, 2u}, std::tuple{"host_key_option", host_key, 1u},
+                                                    std::tuple{"mistyped_default", mistyped, 1u},
+                                                    std::tuple{"invalid_default", invalid, 1u},
+                                                    std::tuple{"required_option", required, 1u}})
+            if (fault_is(fault)) {
+                value.options = options;
+                value.option_count = count;
+            }
         return value;
     }();
     return fault_is("no_entry") ? nullptr : &e;
