@@ -68,14 +68,15 @@ std::string expand_filename(const std::string& pattern, bool insert_names, std::
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
-    static constexpr const char* version = "1.0.1";
+    static constexpr const char* version = "1.1.0";
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
     // Saves every plugin's state: after early stopping has updated its own for this
     // epoch (early stopping then sees checkpoint.best_score one epoch later).
     static constexpr const char* after = "early_stopping";
-    static constexpr std::uint32_t state_version = 1;
+    // 2: the monitor and mode that ranked the kept files come first.
+    static constexpr std::uint32_t state_version = 2;
     static constexpr th_option_spec options[] = {
         {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
         {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
@@ -88,8 +89,10 @@ public:
         {"mode", TH_OPTION_STRING, "\"min\"", "min or max: which monitored values are better"},
         {"save_top_k", TH_OPTION_INT, "1", "how many of the best to keep: -1 all, 0 none"},
         {"save_last", TH_OPTION_BOOL, "false", "also write last.safetensors at every save"},
-        {"every_n_epochs", TH_OPTION_INT, "1", "save at the end of every n-th epoch (0: never at epoch ends)"},
-        {"every_n_train_steps", TH_OPTION_INT, "0", "save after every n-th optimizer step (0: off)"},
+        {"every_n_epochs", TH_OPTION_INT, "1",
+         "save at the end of every n-th epoch (0: never at epoch ends); not used with every_n_train_steps"},
+        {"every_n_train_steps", TH_OPTION_INT, "0",
+         "save after every n-th optimizer step instead of at epoch ends (0: off)"},
         {"weights_only", TH_OPTION_BOOL, "false", "save parameters only (cannot resume training)"},
         {"save_on_interrupt", TH_OPTION_BOOL, "false",
          "write last.safetensors (with the optimizer state, whatever weights_only says) when Ctrl-C or SIGTERM "
@@ -107,6 +110,13 @@ public:
         if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
+        // Lightning's rule: the two schedules exclude each other. Only the default
+        // every_n_epochs can be told apart from a choice, and it gives way.
+        if (every_n_steps_ > 0 && every_n_epochs_ != 1)
+            throw trainhost::sdk::OptionError("every_n_epochs = " + std::to_string(every_n_epochs_) +
+                                              " and every_n_train_steps = " + std::to_string(every_n_steps_) +
+                                              " exclude each other: with every_n_train_steps, saves come only every n "
+                                              "steps");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
         // Every file goes directly into dirpath, which is also where the files that top-k
         // drops are deleted: a '/' would put one elsewhere (an absolute name replaces
@@ -158,6 +168,8 @@ public:
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
+        out.put_string(monitor_);
+        out.put<std::uint8_t>(maximize_ ? 1 : 0);
         out.put<std::uint64_t>(kept_.size());
         for (const Kept& k : kept_) {
             out.put(k.score);
@@ -166,6 +178,9 @@ public:
         out.put(last_saved_step_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
+        const std::string monitor = in.get_string();
+        const auto mode = in.get<std::uint8_t>();
+        if (mode > 1) throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
         const auto count = in.get<std::uint64_t>();
         // Each entry takes a score and a length at least: a larger count is a damaged
         // state, and would size the list before anything else is read.
@@ -179,6 +194,20 @@ public:
         }
         last_saved_step_ = in.get<std::uint64_t>();
         kept_.clear();
+        // Scores of another metric, or of the other direction, rank nothing here: as
+        // Lightning, whose state is keyed by monitor and mode, the files stay as they are.
+        const bool same_ranking = monitor == monitor_ && (monitor.empty() || (mode == 1) == maximize_);
+        if (!same_ranking) {
+            const auto ranking = [](const std::string& metric, bool maximize) {
+                return metric.empty() ? std::string("recency") : "'" + metric + "' (" + (maximize ? "max" : "min") + ")";
+            };
+            if (!saved.empty())
+                Context(link_, nullptr)
+                    .warn("the saved state ranks its " + std::to_string(saved.size()) + " checkpoint file(s) by " +
+                          ranking(monitor, mode == 1) + ", this run by " + ranking(monitor_, maximize_) +
+                          "; they are left alone, neither ranked nor deleted");
+            return;
+        }
         std::vector<std::string> elsewhere;
         for (const Kept& k : saved) {
             if (auto own = own_file(k.path)) kept_.push_back({k.score, *own});
@@ -219,23 +248,20 @@ private:
             const std::string name = expand_filename(filename_, insert_names_, state.epoch, state.global_step, [&](const std::string& key) {
                 return ctx.named_metric(key, "filename's metric");
             });
-            const std::string path = (std::filesystem::path(dirpath_) / (name + ".safetensors")).string();
+            std::optional<Kept> dropped;  // the k-th best, which this file pushes out
+            if (top_k_ > 0 && static_cast<std::int64_t>(kept_.size()) >= top_k_) dropped = worst();
+            const std::string path = unused_path(name, dropped ? dropped->path : std::string());
             // The file holds this plugin's state and the metrics: as Lightning updates
             // best_k_models before it saves, they already list the file itself, not the
             // one it pushes out, and carry its best score. Else a resume from it would
             // neither rank nor delete it, and would report the dropped file's score. The
             // dropped file goes only once the new one is written; a failed save fails
             // the fit, after which nothing saves this bookkeeping again.
-            std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
+            if (dropped) std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped->path; });
             kept_.push_back({score, path});
-            std::optional<Kept> dropped;
-            if (top_k_ > 0 && static_cast<std::int64_t>(kept_.size()) > top_k_) {
-                dropped = worst();
-                std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped->path; });
-            }
             if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
             ctx.save_checkpoint(path, weights_only_);
-            if (dropped) {
+            if (dropped && dropped->path != path) {
                 std::error_code ignored;
                 std::filesystem::remove(dropped->path, ignored);
             }
@@ -266,6 +292,24 @@ private:
         std::error_code ec;
         std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
         return ec ? std::filesystem::absolute(path, ec).lexically_normal() : canonical;
+    }
+
+    // dirpath/name.safetensors, or as Lightning's version counter name-v1, name-v2, ...
+    // while that file exists or is kept: a template that gives one name twice ("best",
+    // "{val_loss:.1f}") or an earlier run's file would otherwise be overwritten, a kept
+    // better checkpoint by a worse one. `reusable` is the file being pushed out.
+    [[nodiscard]] std::string unused_path(const std::string& name, const std::string& reusable) const {
+        const auto in = [&](const std::string& stem) {
+            return (std::filesystem::path(dirpath_) / (stem + ".safetensors")).string();
+        };
+        std::string path = in(name);
+        for (int version = 1; path != reusable; ++version) {
+            std::error_code ec;
+            const bool kept = std::any_of(kept_.begin(), kept_.end(), [&](const Kept& k) { return k.path == path; });
+            if (!kept && !std::filesystem::exists(path, ec)) break;
+            path = in(name + "-v" + std::to_string(version));
+        }
+        return path;
     }
 
     // What --resume last reads.

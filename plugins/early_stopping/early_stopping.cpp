@@ -18,10 +18,11 @@ using trainhost::sdk::Context;
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "early_stopping";
-    static constexpr const char* version = "1.2.0";
+    static constexpr const char* version = "1.3.0";
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
-    static constexpr std::uint32_t state_version = 1;
+    // 2: the monitor and mode the best score was taken by come first.
+    static constexpr std::uint32_t state_version = 2;
     static constexpr th_option_spec options[] = {
         {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
@@ -34,8 +35,8 @@ public:
         {"divergence_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is worse than this (nan: off)"},
     };
 
-    EarlyStopping(Context&, const trainhost::sdk::Options& options)
-        : monitor_(options.get_string("monitor")), patience_(options.get_int("patience")),
+    EarlyStopping(Context& ctx, const trainhost::sdk::Options& options)
+        : link_(ctx.link()), monitor_(options.get_string("monitor")), patience_(options.get_int("patience")),
           min_delta_(options.get_float("min_delta")), check_finite_(options.get_bool("check_finite")),
           stopping_threshold_(options.get_float("stopping_threshold")),
           divergence_threshold_(options.get_float("divergence_threshold")) {
@@ -84,11 +85,16 @@ public:
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
+        out.put_string(monitor_);
+        out.put<std::uint8_t>(maximize_ ? 1 : 0);
         out.put(best_);
         out.put(wait_);
         out.put(best_epoch_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
+        const std::string monitor = in.get_string();
+        const auto mode = in.get<std::uint8_t>();
+        if (mode > 1) throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
         const auto best = in.get<double>();
         const auto wait = in.get<std::int64_t>();
         const auto best_epoch = in.get<std::uint32_t>();
@@ -99,6 +105,17 @@ public:
             throw std::runtime_error("saved state has " + std::to_string(wait) + " epochs without improvement since epoch " +
                                      std::to_string(best_epoch) + ", beyond the " + std::to_string(kMostEpochs) +
                                      " epochs a run can have");
+        // A best score of another metric, or taken the other way, is no baseline for
+        // this one: as Lightning, whose state is keyed by monitor and mode, start afresh.
+        if (monitor != monitor_ || (mode == 1) != maximize_) {
+            const auto watched = [](const std::string& metric, bool maximize) {
+                return "'" + metric + "' (" + (maximize ? "max" : "min") + ")";
+            };
+            Context(link_, nullptr)
+                .warn("the saved state watched " + watched(monitor, mode == 1) + ", this run watches " +
+                      watched(monitor_, maximize_) + ": patience starts afresh");
+            return;
+        }
         best_ = best;
         wait_ = wait;
         best_epoch_ = best_epoch;
@@ -118,6 +135,7 @@ private:
         return monitor_ + " " + what + "; best " + format(best_) + " at epoch " + std::to_string(best_epoch_ + 1);
     }
 
+    trainhost::sdk::HostLink link_;  // for load_state, which gets no Context
     std::string monitor_;
     std::int64_t patience_;
     double min_delta_;

@@ -5,6 +5,7 @@
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -119,12 +120,51 @@ TEST_CASE("a top-k save that fails keeps the earlier files and fails the fit", "
     auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\n")));
     REQUIRE(run_trainhost({"--config", config.string(), "--epochs", "1"}).exit_code == 0);
     REQUIRE(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "last.safetensors"});
-    // The next top-k file's name is taken by a directory, which no file can replace.
-    fs::create_directory(ckpt / "epoch=1-step=4.safetensors");
-    auto resumed = run_trainhost({"--config", config.string(), "--resume", "last"});
+    // The resumed run's next top-k file has a name longer than a file name can be (a
+    // name that is taken would get a version suffix instead).
+    const std::string too_long(250, 'x');
+    auto resumed_config =
+        dir.write("resumed.toml", tiny_config(2, checkpoint_table(ckpt, "monitor = \"val_loss\"\nfilename = \"" +
+                                                                            too_long + "\"\n")));
+    auto resumed = run_trainhost({"--config", resumed_config.string(), "--resume", "last"});
     CHECK(resumed.exit_code == 4);
-    CHECK_THAT(resumed.err, Contains("epoch=1-step=4.safetensors"));
-    CHECK(fs::exists(ckpt / "epoch=0-step=2.safetensors"));  // still the best there is
+    CHECK_THAT(resumed.err, Contains(too_long + ".safetensors") && Contains("File name too long"));
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "last.safetensors"});  // still the best there is
+}
+
+TEST_CASE("a top-k file name that is taken gets a version suffix instead of replacing the file", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    SECTION("a template that gives every epoch the same name keeps the best k, as Lightning does") {
+        auto config = dir.write("run.toml", tiny_config(4, checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = 2\n"
+                                                                                  "filename = \"best\"\n")));
+        const auto report = dir.path() / "r.json";
+        REQUIRE(run_trainhost({"--config", config.string(), "--report", report.string()}).exit_code == 0);
+        std::vector<double> val_losses;
+        const auto json = nlohmann::json::parse(test_support::read_file(report));
+        for (const auto& epoch : json["fits"][0]["epochs"])
+            val_losses.push_back(epoch["metrics"]["val_loss"].get<double>());
+        REQUIRE(val_losses.size() == 4);
+        std::vector<double> kept;
+        for (const std::string& name : files_in(ckpt)) {
+            INFO(name);
+            if (name == "last.safetensors") continue;
+            CHECK((name == "best.safetensors" || name.starts_with("best-v")));
+            kept.push_back(std::stod(*trainhost::checkpoint::read_checkpoint(ckpt / name).meta("metric/val_loss")));
+        }
+        std::sort(val_losses.begin(), val_losses.end());
+        std::sort(kept.begin(), kept.end());
+        CHECK(kept == std::vector<double>{val_losses[0], val_losses[1]});
+    }
+    SECTION("an earlier run's file in dirpath is not overwritten") {
+        fs::create_directories(ckpt);
+        const auto earlier = dir.write("ckpt/epoch=0-step=2.safetensors", "an earlier run's checkpoint");
+        auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt, "save_top_k = -1\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        CHECK(test_support::read_file(earlier) == "an earlier run's checkpoint");
+        CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2-v1.safetensors", "epoch=0-step=2.safetensors",
+                                                         "last.safetensors"});
+    }
 }
 
 TEST_CASE("a monitored validation metric that never comes leaves a warning at the fit's end", "[checkpoint]") {
@@ -137,4 +177,59 @@ TEST_CASE("a monitored validation metric that never comes leaves a warning at th
     CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: it "
                                  "never appeared (2 save(s) skipped); no validation ran: is there a validation split?\n"));
     CHECK(files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
+}
+
+TEST_CASE("a resume that ranks by another monitor or mode starts the rankings afresh, as Lightning's keyed states do",
+          "[checkpoint][early_stopping]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = [&](const std::string& name, const std::string& monitor, const std::string& mode) {
+        return dir.write(name, tiny_config(2, checkpoint_table(ckpt, "monitor = \"" + monitor + "\"\nmode = \"" + mode +
+                                                                         "\"\nsave_top_k = 2\n") +
+                                                  "\n[plugins.early_stopping]\nmonitor = \"" + monitor + "\"\nmode = \"" +
+                                                  mode + "\"\npatience = 1\n"));
+    };
+    const std::vector<std::string> plugins = {"--plugins=checkpoint,early_stopping"};
+    auto first = run_trainhost({"--config", config("run.toml", "val_loss", "min").string(), "--epochs", "1", plugins[0]});
+    REQUIRE(first.exit_code == 0);
+    REQUIRE(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "last.safetensors"});
+
+    SECTION("another monitor") {
+        auto resumed = run_trainhost({"--config", config("other.toml", "train_loss", "max").string(), "--resume", "last",
+                                      plugins[0]});
+        CHECK(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("warning: [checkpoint] the saved state ranks its 1 checkpoint file(s) by "
+                                         "'val_loss' (min), this run by 'train_loss' (max); they are left alone, neither "
+                                         "ranked nor deleted\n") &&
+                                    Contains("warning: [early_stopping] the saved state watched 'val_loss' (min), this run "
+                                             "watches 'train_loss' (max): patience starts afresh\n"));
+        // The old best val_loss, taken as a train_loss to beat upwards, would have stopped the fit at once.
+        CHECK_THAT(resumed.out, !Contains("stopped by"));
+        CHECK(files_in(ckpt) ==
+              std::vector<std::string>{"epoch=0-step=2.safetensors", "epoch=1-step=4.safetensors", "last.safetensors"});
+    }
+    SECTION("the same monitor, the other way") {
+        auto resumed = run_trainhost({"--config", config("other.toml", "val_loss", "max").string(), "--resume", "last",
+                                      plugins[0]});
+        CHECK(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("by 'val_loss' (min), this run by 'val_loss' (max)") &&
+                                    Contains("watched 'val_loss' (min), this run watches 'val_loss' (max)"));
+    }
+    SECTION("the same ranking continues silently") {
+        auto resumed = run_trainhost({"--config", config("same.toml", "val_loss", "min").string(), "--resume", "last",
+                                      plugins[0]});
+        CHECK(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, !Contains("saved state"));
+    }
+}
+
+TEST_CASE("every_n_epochs and every_n_train_steps exclude each other, as in Lightning", "[checkpoint][options]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(dir.path() / "ckpt", "every_n_epochs = 2\n"
+                                                                                             "every_n_train_steps = 1\n")));
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("every_n_epochs = 2 and every_n_train_steps = 1 exclude each other: with "
+                                 "every_n_train_steps, saves come only every n steps"));
+    CHECK_FALSE(fs::exists(dir.path() / "ckpt"));
 }
