@@ -167,6 +167,11 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
 }
 
 void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
+    if (live_.find(handle) == nullptr)
+        if (const auto reclaimed = reclaimed_.find(handle.id); reclaimed != reclaimed_.end() && reclaimed->second == owner) {
+            reclaimed_.erase(reclaimed);  // from now on an ordinary released lease
+            return;
+        }
     LeaseRecord& found = checked(owner, handle, "release");
     if (is_memory(found.kind) && bytes != found.bytes_requested) {
         std::string detail = fmt::format("release of lease {} as {} bytes; it holds {}", handle.id, bytes,
@@ -263,7 +268,7 @@ std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy pol
     std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.lease.id < b.lease.id; });
     if (policy != ViolationPolicy::ignore) {
         for (const Leak& leak : leaks) {
-            reclaimed_.insert(leak.lease.id);
+            reclaimed_.emplace(leak.lease.id, leak.lease.owner);
             count_out(leak.lease);
             live_.erase(leak.lease.slot);
             free_upstream(leak.lease);

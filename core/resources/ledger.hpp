@@ -13,7 +13,7 @@
 
 #include <stdexcept>
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 namespace trainhost::resources {
@@ -62,7 +62,10 @@ public:
     // Throws ResourceError (and counts a misuse where the caller is at fault).
     [[nodiscard]] th_handle acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope,
                                     std::string tag, device::DeviceIndex device = 0);
-    // For memory kinds `bytes` must be the size acquired (a mismatch is a misuse).
+    // For memory kinds `bytes` must be the size acquired (a mismatch is a misuse). The
+    // owner's first release of a lease the core reclaimed as a leak is taken as that
+    // leak's late end: already reported, it is no misuse (an RAII holder releases
+    // whatever it holds when it goes); a second is a double free.
     void release(OwnerId owner, th_handle handle, std::uint64_t bytes);
     void promote(OwnerId owner, th_handle handle, th_scope scope);
     // Makes a memory lease part of a parameter's state: it moves with the model.
@@ -121,7 +124,7 @@ private:
     std::vector<std::string> owners_;
     std::vector<OwnerUsage> usage_;
     LeaseTable live_;
-    std::unordered_set<std::uint64_t> reclaimed_;
+    std::unordered_map<std::uint64_t, OwnerId> reclaimed_;  // lease id -> its owner, until the owner releases it
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;

@@ -462,6 +462,20 @@ TEST_CASE("a step-scoped leak is caught at the first batch_end", "[cli][ledger]"
                             Contains("detected_at=batch_end"));
 }
 
+TEST_CASE("a leak whose RAII holder releases it at destroy is reported once, as a leak", "[cli][ledger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\nraii = true\n")).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_leaky kind=device_memory bytes=4096 tag=forgotten scope=fit "
+                                 "acquired_in=setup") && !Contains("misuse"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 1 leak, 0 misuses") && Contains("test_leaky leaked 4.0 KiB"));
+    auto options = dir.write("validate.toml", "[plugins.test_leaky]\nraii = true\n");
+    auto validate = run_trainhost({"validate", test_plugin("test_leaky"), "--config", options.string()});
+    CHECK(validate.exit_code == 1);
+    CHECK_THAT(validate.out, Contains("FAIL  ledger_clean") && Contains("PASS  handles_used_correctly"));
+}
+
 TEST_CASE("a double free is refused, counted and fails the run", "[cli][ledger]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_leaky]\ndouble_free = true\n")).string();

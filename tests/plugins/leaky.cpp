@@ -15,12 +15,14 @@ public:
         {"scope", TH_OPTION_STRING, "\"fit\"", "step, epoch or fit"},
         {"hook", TH_OPTION_STRING, "\"setup\"", "setup or batch_start: where to acquire"},
         {"double_free", TH_OPTION_BOOL, "false", "instead of leaking, release the same handle twice"},
+        {"raii", TH_OPTION_BOOL, "false",
+         "hold the allocation in an SDK DeviceBuffer until destroy, past its scope's end, instead of forgetting it"},
         // This doc ends with that byte too, for `inspect --json`.
         {"invalid_utf8_tag", TH_OPTION_BOOL, "false", "end the lease's tag with byte 0xFF, which is not UTF-8: \xFF"},
     };
     Leaky(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), hook_(options.get_string("hook")),
-          double_free_(options.get_bool("double_free")),
+          double_free_(options.get_bool("double_free")), raii_(options.get_bool("raii")),
           tag_(options.get_bool("invalid_utf8_tag") ? "forgotten\xFF" : "forgotten") {
         const std::string scope = options.get_string("scope");
         scope_ = scope == "step" ? TH_SCOPE_STEP : scope == "epoch" ? TH_SCOPE_EPOCH : TH_SCOPE_FIT;
@@ -36,6 +38,10 @@ public:
 private:
     void take(trainhost::sdk::Context& ctx) {
         taken_ = true;
+        if (raii_) {
+            held_ = ctx.allocate(bytes_, scope_, tag_);
+            return;
+        }
         const auto& api = ctx.link().api();
         // The raw C API, as a plugin that forgets RAII would use it.
         th_handle handle{};
@@ -52,7 +58,9 @@ private:
     std::uint64_t bytes_;
     std::string hook_;
     bool double_free_;
+    bool raii_;
     std::string tag_;
+    trainhost::sdk::DeviceBuffer held_;  // released when the plugin is destroyed
     th_scope scope_ = TH_SCOPE_FIT;
     bool taken_ = false;
 };

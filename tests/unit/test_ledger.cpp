@@ -71,6 +71,36 @@ TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
     }
 }
 
+// One mistake, one report: the owner's RAII holder releasing a reclaimed lease when it
+// goes is the leak's late end, not a second fault.
+TEST_CASE("the owner's first release of a reclaimed lease is no misuse, a second is a double free", "[ledger]") {
+    device::CpuDevice cpu(0);
+    Ledger ledger({&cpu});
+    const auto alice = ledger.register_owner("alice");
+    const auto bob = ledger.register_owner("bob");
+    th_handle handle = ledger.acquire(alice, TH_RESOURCE_DEVICE_MEMORY, 128, TH_SCOPE_FIT, "x");
+    REQUIRE(ledger.end_scope(TH_SCOPE_FIT, "teardown", ViolationPolicy::fail).size() == 1);
+    SECTION("by its owner") {
+        ledger.release(alice, handle, 128);
+        CHECK(ledger.misuses().empty());
+        CHECK(ledger.usage(alice).bytes_in_use == 0);
+        CHECK(cpu.memory().stats().in_use == 0);
+        CHECK_THROWS_AS(ledger.release(alice, handle, 128), ResourceError);
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
+    }
+    SECTION("by another owner") {
+        CHECK_THROWS_WITH(ledger.release(bob, handle, 128), Catch::Contains("which the core reclaimed"));
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
+    }
+    SECTION("any other use is still a use after reclaim") {
+        CHECK_THROWS_WITH((void)ledger.address(alice, handle, 0, 4), Catch::Contains("which the core reclaimed"));
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
+    }
+}
+
 TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", "[ledger]") {
     device::CpuDevice cpu(0);
     device::MemoryResource& memory = cpu.memory();
