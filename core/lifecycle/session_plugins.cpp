@@ -6,6 +6,7 @@
 #include "plugin/plugin_order.hpp"
 #include "trainhost/nearest_name.hpp"
 
+#include <filesystem>
 #include <fmt/format.h>
 #include <map>
 #include <set>
@@ -15,8 +16,11 @@ namespace trainhost::lifecycle {
 void Session::load_plugins() {
     const auto search_path = plugin::plugin_search_path();
     std::set<std::string, std::less<>> names;
+    std::map<std::string, std::string> declared_by_file;  // "renamed" (renamed.so) -> the name it declares
     for (const std::string& request : options_.plugins) {
-        auto library = plugin::PluginLibrary::load(plugin::resolve_plugin(request, search_path));
+        const std::filesystem::path file = plugin::resolve_plugin(request, search_path);
+        auto library = plugin::PluginLibrary::load(file);
+        if (file.stem() != library->name()) declared_by_file.emplace(file.stem().string(), library->name());
         if (!names.insert(std::string(library->name())).second)
             throw PluginLoadError(fmt::format("plugin '{}' is named twice in --plugins (second time as '{}')",
                                               library->name(), request));
@@ -49,6 +53,16 @@ void Session::load_plugins() {
         if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
     for (const auto& [name, table] : options_.config.plugin_tables) {
         if (names.contains(name)) continue;
+        // A plugin file renamed or copied keeps the name its entry declares, which is
+        // what its options are read under.
+        if (const auto declared = declared_by_file.find(name); declared != declared_by_file.end())
+            throw ConfigError(fmt::format("{}: [plugins.{}]: --plugins loads {}.so, which declares the plugin name '{}': "
+                                          "its options go in [plugins.{}] ({})",
+                                          config::source_position(options_.config.file, table->source()), name, name,
+                                          declared->second, declared->second,
+                                          without_table.contains(declared->second)
+                                              ? "as it is, " + declared->second + " runs on its defaults"
+                                              : "which this config has too"));
         if (auto meant = nearest_name(name, without_table, kTypoLikeness))
             throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
                                           "[plugins.{}]? (as it is, {} runs on its defaults)",

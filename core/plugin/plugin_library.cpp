@@ -3,6 +3,7 @@
 #include "errors.hpp"
 #include "plugin/declarations.hpp"
 #include "plugin/plugin_options.hpp"
+#include "trainhost/nearest_name.hpp"
 
 // library_info.hpp uses std::vector without including it (Boost 1.74).
 #include <vector>
@@ -14,6 +15,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
+#include <optional>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <sstream>
@@ -90,10 +92,18 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
         if (fs::is_regular_file(file, ec)) return file;
     }
     std::vector<std::string> dirs;
-    for (const fs::path& dir : search_path) dirs.push_back(dir.string());
+    std::vector<std::string> there;  // the names the search path offers
+    for (const fs::path& dir : search_path) {
+        dirs.push_back(dir.string());
+        std::error_code ec;
+        for (fs::directory_iterator entry(dir, ec), end; !ec && entry != end; entry.increment(ec))
+            if (entry->path().extension() == ".so") there.push_back(entry->path().stem().string());
+    }
+    const std::optional<std::string> meant = nearest_name(name_or_path, there);
     throw PluginLoadError(fmt::format("plugin '{}' not found; searched: {} (add a directory with TRAINHOST_PLUGIN_PATH "
-                                      "or give a path to the .so)",
-                                      name_or_path, dirs.empty() ? std::string("(empty search path)") : fmt::format("{}", fmt::join(dirs, ", "))));
+                                      "or give a path to the .so){}",
+                                      name_or_path, dirs.empty() ? std::string("(empty search path)") : fmt::format("{}", fmt::join(dirs, ", ")),
+                                      meant ? fmt::format("; did you mean '{}'?", *meant) : ""));
 }
 
 std::vector<std::string> split_names(const char* list) {

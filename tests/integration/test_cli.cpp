@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
@@ -280,6 +281,14 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin 'no_such_plugin' not found; searched:") && Contains("/plugins"));
     }
+    SECTION("a name like one on the search path is suggested") {
+        auto run = run_trainhost({"--config", config, "--plugins=progres"});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, StartsWith("error: plugin 'progres' not found; searched:") &&
+                                EndsWith("(add a directory with TRAINHOST_PLUGIN_PATH or give a path to the .so); did you "
+                                         "mean 'progress'?\n"));
+        CHECK_THAT(run_trainhost({"--config", config, "--plugins=no_such_plugin"}).err, !Contains("did you mean"));
+    }
     SECTION("missing file") {
         auto run = run_trainhost({"--config", config, "--plugins=/nonexistent/x.so"});
         CHECK(run.exit_code == 2);
@@ -427,6 +436,22 @@ TEST_CASE("a plugin table named almost like a loaded plugin is refused and any o
     run = run_trainhost({"--config", family, "--plugins=" + test_plugin("test_recorder")});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("warning: " + family + ": [plugins.test_refuser] is configured but not loaded by --plugins"));
+}
+
+TEST_CASE("options under a renamed plugin file's name are refused, naming the name it declares", "[cli][options]") {
+    TempDir dir;
+    const auto renamed = dir.path() / "renamed.so";
+    std::filesystem::copy_file(test_plugin("test_leaky"), renamed);
+    for (const auto& [own_table, consequence] :
+         std::vector<std::pair<std::string, std::string>>{{"", "as it is, test_leaky runs on its defaults"},
+                                                          {"\n[plugins.test_leaky]\nbytes = 16\n", "which this config has too"}}) {
+        INFO(consequence);
+        auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.renamed]\nbytes = 8\n" + own_table));
+        auto run = run_trainhost({"--config", config.string(), "--plugins=" + renamed.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + config.string() + ":20:1: [plugins.renamed]: --plugins loads renamed.so, which "
+                         "declares the plugin name 'test_leaky': its options go in [plugins.test_leaky] (" + consequence + ")\n");
+    }
 }
 
 TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
