@@ -47,18 +47,20 @@ void CheckpointData::add_u8(const std::string& name, const void* bytes, std::siz
     tensors.push_back(std::move(entry));
 }
 
-namespace {
-
-std::uint32_t crc_of(const std::vector<unsigned char>& data) {
-    uLong crc = crc32(0L, Z_NULL, 0);
-    std::size_t done = 0;
-    while (done < data.size()) {
-        const auto chunk = static_cast<uInt>(std::min<std::size_t>(data.size() - done, 1u << 30));
-        crc = crc32(crc, data.data() + done, chunk);
+std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc) {
+    const auto* bytes = static_cast<const Bytef*>(data);
+    uLong running = crc;
+    for (std::size_t done = 0; done < size;) {  // zlib takes at most uInt bytes a call
+        const auto chunk = static_cast<uInt>(std::min<std::size_t>(size - done, 1u << 30));
+        running = crc32(running, bytes + done, chunk);
         done += chunk;
     }
-    return static_cast<std::uint32_t>(crc);
+    return static_cast<std::uint32_t>(running);
 }
+
+namespace {
+
+std::uint32_t crc_of(const std::vector<unsigned char>& data) { return crc32_of(data.data(), data.size()); }
 
 // Fields as the checksums over the header take them: each followed by a NUL.
 class FieldCrc {

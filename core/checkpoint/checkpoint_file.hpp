@@ -41,6 +41,9 @@ struct CheckpointData {
     void add_u8(const std::string& name, const void* bytes, std::size_t size);
 };
 
+// zlib's CRC-32 of `size` bytes, continuing `crc` (0 to start), as the file's checksums use it.
+[[nodiscard]] std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc = 0);
+
 // Atomic: written to a temporary file beside the target, flushed and fsynced, then
 // renamed over it, then the directory fsynced. Every I/O failure throws with the
 // path and the system's reason; a failed write leaves any old file untouched.

@@ -228,6 +228,12 @@ private:
     std::uint64_t start_batch_ = 0;
     std::optional<resources::OwnerId> state_writer_;
     std::vector<unsigned char> state_bytes_;
+    // CRC-32s of the training and validation samples, taken once a checkpoint needs them.
+    struct SamplesCrc {
+        std::uint32_t train = 0, validation = 0;
+    };
+    std::optional<SamplesCrc> samples_crc_;
+    [[nodiscard]] const SamplesCrc& samples_crc();
 };
 
 }  // namespace trainhost::lifecycle

@@ -37,6 +37,15 @@ std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::str
     return value;
 }
 
+// The samples as the model sees them, in order: a changed seed, validation_fraction,
+// limit or data file changes it.
+std::uint32_t crc_of_samples(const data::Dataset& samples) {
+    std::uint32_t crc = checkpoint::crc32_of(samples.sample_shape.data(), samples.sample_shape.size() * sizeof(std::size_t));
+    crc = checkpoint::crc32_of(samples.features.data(), samples.features.size() * sizeof(float), crc);
+    crc = checkpoint::crc32_of(samples.labels.data(), samples.labels.size() * sizeof(std::int32_t), crc);
+    return checkpoint::crc32_of(samples.targets.data(), samples.targets.size() * sizeof(float), crc);
+}
+
 // A count that `most` bounds, where a larger one is damage (and might wrap); `why`
 // says where the bound comes from.
 std::uint64_t meta_number_at_most(const checkpoint::CheckpointData& data, const std::string& key, const std::string& file,
@@ -155,6 +164,11 @@ void Session::state_write(resources::OwnerId owner, const void* bytes, std::uint
     state_bytes_.insert(state_bytes_.end(), p, p + size);
 }
 
+const Session::SamplesCrc& Session::samples_crc() {
+    if (!samples_crc_) samples_crc_ = SamplesCrc{crc_of_samples(train_), crc_of_samples(validation_)};
+    return *samples_crc_;
+}
+
 void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool weights_only) {
     if (!fit_ || !fit_->model || !fit_->optimizer)
         throw resources::ResourceError(TH_UNSUPPORTED, "there is no model to save: the fit failed before it was built");
@@ -177,6 +191,8 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    data.metadata["data.train_crc32"] = std::to_string(samples_crc().train);
+    data.metadata["data.validation_crc32"] = std::to_string(samples_crc().validation);
     data.metadata["trainer.optimizer"] = optimizer_kind(options_.config.optimizer);
     // Hexadecimal: the sum and the metrics come back bit for bit.
     data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
@@ -404,6 +420,24 @@ void Session::restore_checkpoint() {
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
                             meta_number(data, "trainer.seed", file), options_.config.seed);
+    // Lightning does not look; but scores taken on other validation samples are no
+    // baseline for early_stopping or checkpoint's top k. Files from before these keys
+    // are taken as they are.
+    const auto differs = [&](const char* key, std::uint32_t now) {
+        return data.meta(key) != nullptr && meta_number(data, key, file) != now;
+    };
+    const bool train_differs = differs("data.train_crc32", samples_crc().train);
+    const bool validation_differs = differs("data.validation_crc32", samples_crc().validation);
+    if (train_differs || validation_differs)
+        err_ << fmt::format("warning: {}: the {} samples differ from the saved run's (the seed, [data] path, limit or "
+                            "validation_fraction, or the files changed){}\n",
+                            file,
+                            train_differs && validation_differs ? "training and validation"
+                            : train_differs                     ? "training"
+                                                                : "validation",
+                            validation_differs ? ": val_* metrics now come from other samples than the saved scores "
+                                                 "early_stopping and checkpoint compare them with"
+                                               : "");
     if (start_epoch_ >= options_.config.epochs)
         out_ << fmt::format("resumed from {}: its {} epoch{} already reach the run's {}; nothing to train (raise "
                             "--epochs to train on)\n",

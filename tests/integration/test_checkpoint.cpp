@@ -480,3 +480,54 @@ TEST_CASE("a checkpoint without a trainer counter or a random generator state is
         CHECK_THAT(run.err, Contains("error: " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
     }
 }
+
+TEST_CASE("a resume on other training or validation samples says so", "[checkpoint][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = [&](const std::string& name, const std::string& fraction) {
+        std::string text = tiny_config(2, checkpoint_table(ckpt));
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = " + fraction);
+        return dir.write(name, text).string();
+    };
+    REQUIRE(run_trainhost({"--config", config("run.toml", "0.25"), "--epochs", "1"}).exit_code == 0);
+    const std::string last = (ckpt / "last.safetensors").string();
+    const auto saved = trainhost::checkpoint::read_checkpoint(last);
+    REQUIRE(saved.meta("data.train_crc32") != nullptr);
+    REQUIRE(saved.meta("data.validation_crc32") != nullptr);
+    const std::string differ = "warning: " + last + ": the ";
+    const std::string why = " samples differ from the saved run's (the seed, [data] path, limit or validation_fraction, "
+                            "or the files changed)";
+    const std::string val_note = ": val_* metrics now come from other samples than the saved scores early_stopping and "
+                                 "checkpoint compare them with\n";
+    SECTION("the same samples: no warning") {
+        auto run = run_trainhost({"--config", config("same.toml", "0.25"), "--resume", last});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, !Contains("differ"));
+    }
+    SECTION("another validation_fraction") {
+        auto run = run_trainhost({"--config", config("fraction.toml", "0.5"), "--resume", last});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains(differ + "training and validation" + why + val_note));
+    }
+    SECTION("another seed") {
+        auto run = run_trainhost({"--config", config("seed.toml", "0.25"), "--resume", last, "--seed", "8"});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("warning: " + last + ": saved with seed 7, resuming with seed 8: data order will differ\n") &&
+                                Contains(differ + "training and validation" + why + val_note));
+    }
+    SECTION("no validation split where there was one") {
+        auto run = run_trainhost({"--config", config("none.toml", "0.0"), "--resume", last});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains(differ + "training and validation" + why));
+    }
+    SECTION("a checkpoint from before the keys is taken as it is") {
+        auto older = saved;
+        older.metadata.erase("data.train_crc32");
+        older.metadata.erase("data.validation_crc32");
+        const auto file = dir.path() / "older.safetensors";
+        trainhost::checkpoint::write_checkpoint(file, older);
+        auto run = run_trainhost({"--config", config("older.toml", "0.5"), "--resume", file.string()});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, !Contains("differ"));
+    }
+}
