@@ -182,7 +182,8 @@ TEST_CASE("cuda bce_with_logits and mse match the CPU", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(708);
     Stream stream;
-    for (const std::size_t n : {kN, std::size_t{1}, std::size_t{300}}) {
+    // 300,000 is more than the 1,024 blocks of 256 threads one pass covers: the grid-stride loops run.
+    for (const std::size_t n : {kN, std::size_t{1}, std::size_t{300}, std::size_t{300'000}}) {
         INFO("n = " << n);
         const double grad_floor = 1e-3 / static_cast<double>(n);
         Scratch scratch(gpu::elementwise_loss_scratch_bytes(n));

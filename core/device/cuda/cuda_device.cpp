@@ -40,6 +40,14 @@ CudaProbe probe_cuda() noexcept {
 
 CudaMemoryResource::CudaMemoryResource(int ordinal, std::string name) : ordinal_(ordinal), name_(std::move(name)) {
     TRAINHOST_CUDA_CHECK(cudaSetDevice(ordinal_));
+    // Some virtual GPUs lack stream-ordered pools; the pool call would only say
+    // "operation not supported".
+    int pools_supported = 0;
+    TRAINHOST_CUDA_CHECK(cudaDeviceGetAttribute(&pools_supported, cudaDevAttrMemoryPoolsSupported, ordinal_));
+    if (pools_supported == 0)
+        throw std::runtime_error(fmt::format("{}: the device has no stream-ordered memory pools (cudaMallocAsync), "
+                                             "which trainhost's CUDA memory needs",
+                                             name_));
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
