@@ -76,6 +76,7 @@ public:
                            const AdamHyper& hyper, std::int64_t step) = 0;
     virtual void fill(float* y, std::size_t n, float value) = 0;
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
+    virtual void scale(float* x, std::size_t n, float factor) = 0;
 
     // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
     // floats; a layer sizes it for its largest batch, grows it where a smaller batch

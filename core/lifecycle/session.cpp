@@ -506,8 +506,12 @@ std::size_t Session::param_count() const { return fit_ && fit_->model ? fit_->mo
 plugin::ParamAccess Session::param(std::size_t index) {
     const nn::Parameter& p = *fit_->model->parameters().at(index);
     return plugin::ParamAccess{p.id,           &p.name, {p.value.shape().begin(), p.value.shape().end()},
-                               p.value.numel(), p.value.data(), p.value.buffer().storage_id(),
+                               p.value.numel(), p.value.data(), p.grad.data(), p.value.buffer().storage_id(),
                                p.value.buffer().device()};
 }
+
+double Session::learning_rate() const { return fit_->optimizer->learning_rate(); }
+
+void Session::set_learning_rate(double lr) { fit_->optimizer->set_learning_rate(lr); }
 
 }  // namespace trainhost::lifecycle

@@ -121,6 +121,8 @@ public:
     [[nodiscard]] device::DeviceIndex model_device() const override { return model_device_; }
     void request_move(resources::OwnerId owner, std::string_view device) override;
     [[nodiscard]] device::Backend& model_backend() override { return model_device_ref().backend(); }
+    [[nodiscard]] double learning_rate() const override;
+    void set_learning_rate(double lr) override;
     [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
     [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
     void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
@@ -234,6 +236,7 @@ private:
     };
     std::optional<SamplesCrc> samples_crc_;
     [[nodiscard]] const SamplesCrc& samples_crc();
+    void restore_learning_rate(const checkpoint::CheckpointData& data, const std::string& file);
 };
 
 }  // namespace trainhost::lifecycle

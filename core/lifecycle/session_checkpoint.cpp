@@ -194,6 +194,8 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
     data.metadata["data.train_crc32"] = std::to_string(samples_crc().train);
     data.metadata["data.validation_crc32"] = std::to_string(samples_crc().validation);
     data.metadata["trainer.optimizer"] = optimizer_kind(options_.config.optimizer);
+    data.metadata["trainer.lr"] = fmt::format("{:a}", fit_->optimizer->learning_rate());
+    data.metadata["trainer.configured_lr"] = fmt::format("{:a}", options_.config.optimizer.lr);
     // Hexadecimal: the sum and the metrics come back bit for bit.
     data.metadata["trainer.epoch_loss_sum"] = fmt::format("{:a}", epoch_loss_sum_);
     for (const auto& [key, value] : metrics_) data.metadata[std::string(kMetricPrefix) + key] = fmt::format("{:a}", value);
@@ -313,6 +315,30 @@ void Session::restore_parameters(const checkpoint::CheckpointData& data, const s
 }
 
 // After setup, before to_device: the model, its optimizer and the plugins take the
+// The learning rate a plugin had set goes on where the run left off, unless the
+// config now asks for another than it did then: the user's change wins, as a
+// warning says. Files from before these keys start from the config's.
+void Session::restore_learning_rate(const checkpoint::CheckpointData& data, const std::string& file) {
+    const auto learning_rate = [&](const char* key) -> std::optional<double> {
+        const std::string* text = data.meta(key);
+        if (text == nullptr) return std::nullopt;
+        const double value = meta_double(*text, key, file);
+        if (!std::isfinite(value) || value < 0)
+            throw ConfigError(fmt::format("{}: checkpoint '{}' is not a learning rate (finite, >= 0): {}", file, key, *text));
+        return value;
+    };
+    const std::optional<double> saved = learning_rate("trainer.lr");
+    if (!saved) return;
+    const double configured = options_.config.optimizer.lr;
+    if (learning_rate("trainer.configured_lr").value_or(*saved) == configured) {
+        fit_->optimizer->set_learning_rate(*saved);
+    } else if (*saved != configured) {
+        err_ << fmt::format("warning: {}: saved at learning rate {}, under a configured {}; this run configures {} "
+                            "and starts from it\n",
+                            file, *saved, learning_rate("trainer.configured_lr").value_or(*saved), configured);
+    }
+}
+
 // checkpoint's state, and the loop starts where the checkpoint left off.
 void Session::restore_checkpoint() {
     if (!resume_) return;
@@ -339,6 +365,7 @@ void Session::restore_checkpoint() {
     } catch (const std::runtime_error& e) {
         throw ConfigError(fmt::format("{}: {}", file, e.what()));
     }
+    restore_learning_rate(data, file);
     for (const auto& [name, rng] : fit.model->generators()) {
         const checkpoint::TensorEntry* saved = data.find("rng/" + name);
         data::Rng::Snapshot snapshot{};

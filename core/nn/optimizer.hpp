@@ -15,6 +15,9 @@ class Optimizer {
 public:
     Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger);
     void step(const std::vector<Parameter*>& parameters);
+    // The learning rate of the steps to come: the config's, until a plugin or a resume sets it.
+    [[nodiscard]] double learning_rate() const noexcept { return spec_.lr; }
+    void set_learning_rate(double lr) noexcept { spec_.lr = lr; }
     // State follows its parameter: keyed by ParamId, it is re-homed, not re-created.
     void move_to(device::DeviceIndex target, device::Backend& backend);
 

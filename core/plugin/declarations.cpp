@@ -43,7 +43,9 @@ std::string invalid_metric_key(std::string_view key) {
 }
 
 std::string unknown_declaration(std::string_view name, DeclarationList list) {
-    if (name == kParamsName || name == "optimizer_state" || name == kDeviceName) return {};
+    if (name == kParamsName || name == "optimizer_state" || name == kDeviceName || name == kGradsName ||
+        name == kLearningRateName)
+        return {};
     if (name == kEveryMetric) {
         if (list == DeclarationList::reads) return {};
         return "'metrics' can only be read: declare each metric:<key> the plugin sets, or metric:<prefix>.*";
@@ -53,7 +55,7 @@ std::string unknown_declaration(std::string_view name, DeclarationList list) {
         return fmt::format("'{}' is not a metric name: metric:<key> or metric:<prefix>.*, with no blanks and no other *",
                            name);
     }
-    return fmt::format("'{}' is not a name the host knows (params, optimizer_state, device, metric:<key>, "
+    return fmt::format("'{}' is not a name the host knows (params, grads, lr, optimizer_state, device, metric:<key>, "
                        "metric:<prefix>.*{})",
                        name, list == DeclarationList::reads ? ", metrics" : "");
 }

@@ -23,6 +23,8 @@ namespace trainhost::plugin {
 // Names the host's calls change; a metric is `metric:<key>`.
 inline constexpr std::string_view kParamsName = "params";
 inline constexpr std::string_view kDeviceName = "device";
+inline constexpr std::string_view kGradsName = "grads";        // ABI 1.4
+inline constexpr std::string_view kLearningRateName = "lr";    // ABI 1.4
 inline constexpr std::string_view kMetricPrefix = "metric:";
 
 enum class DeclarationList { reads, writes };

@@ -4,6 +4,7 @@
 #include "plugin/host_services.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <fmt/format.h>
 #include <vector>
@@ -25,6 +26,10 @@ constexpr PhaseWindow kAnyHook{TH_HOOK_SETUP, TH_HOOK_TEARDOWN, true};
 constexpr PhaseWindow kTraining{TH_HOOK_FIT_START, TH_HOOK_FIT_END, true};
 constexpr PhaseWindow kStoppable{TH_HOOK_FIT_START, TH_HOOK_EPOCH_END, false};
 constexpr PhaseWindow kMoves{TH_HOOK_TO_DEVICE, TH_HOOK_EPOCH_START, false};
+// While the batch's gradients exist and the optimizer has not used them yet.
+constexpr PhaseWindow kGradients{TH_HOOK_AFTER_BACKWARD, TH_HOOK_BEFORE_OPTIMIZER_STEP, false};
+// For the optimizer steps that follow: up to the last epoch's end.
+constexpr PhaseWindow kLearningRate{TH_HOOK_SETUP, TH_HOOK_EPOCH_END, false};
 // Calls that are harmless at any moment of an instance's life, destructors included.
 constexpr PhaseWindow kAlways{TH_HOOK_SETUP, TH_HOOK_COUNT, true};
 
@@ -439,6 +444,51 @@ th_status fill(th_host* host, th_handle buffer, float value) {
     });
 }
 
+th_status grad_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
+    if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "grad_read needs a buffer");
+    return guarded(host, "grad_read", kGradients, [&] {
+        ParamAccess storage;
+        ParamAccess* param = find_param(host, index, storage);
+        if (!param) return TH_INVALID_ARGUMENT;
+        if (count != param->numel)
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("grad_read: parameter {} has {} elements, the buffer {}",
+                                                               *param->name, param->numel, count));
+        host->services->ledger().device(param->device).memory().copy_to_host(dst, param->grad, count * sizeof(float));
+        return TH_OK;
+    });
+}
+
+th_status grad_scale(th_host* host, std::uint32_t index, float factor) {
+    return guarded(host, "grad_scale", kGradients, [&] {
+        if (th_status s = check_declared_write(host, "grad_scale", kGradsName); s != TH_OK) return s;
+        if (!std::isfinite(factor))
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("grad_scale: factor {} is not finite", factor));
+        ParamAccess storage;
+        ParamAccess* param = find_param(host, index, storage);
+        if (!param) return TH_INVALID_ARGUMENT;
+        host->services->model_backend().scale(param->grad, param->numel, factor);
+        return TH_OK;
+    });
+}
+
+th_status lr_get(th_host* host, double* out) {
+    return guarded(host, "lr_get", kAnyHook, [&] {
+        if (out == nullptr) return fail(host, TH_INVALID_ARGUMENT, "lr_get needs an output");
+        *out = host->services->learning_rate();
+        return TH_OK;
+    });
+}
+
+th_status lr_set(th_host* host, double lr) {
+    return guarded(host, "lr_set", kLearningRate, [&] {
+        if (th_status s = check_declared_write(host, "lr_set", kLearningRateName); s != TH_OK) return s;
+        if (!std::isfinite(lr) || lr < 0)
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("lr_set: a learning rate is finite and >= 0, not {}", lr));
+        host->services->set_learning_rate(lr);
+        return TH_OK;
+    });
+}
+
 th_status state_write(th_host* host, const void* bytes, std::uint64_t size) {
     return guarded(host, "state_write", kAlways, [&] {
         if (bytes == nullptr && size > 0) return fail(host, TH_INVALID_ARGUMENT, "state_write needs bytes");
@@ -495,6 +545,10 @@ const th_host_api& host_api() noexcept {
         a.fill = &fill;
         a.state_write = &state_write;
         a.save_checkpoint = &save_checkpoint;
+        a.grad_read = &grad_read;
+        a.grad_scale = &grad_scale;
+        a.lr_get = &lr_get;
+        a.lr_set = &lr_set;
         return a;
     }();
     return api;

@@ -19,6 +19,7 @@ struct ParamAccess {
     std::vector<std::uint64_t> shape;
     std::uint64_t numel = 0;
     float* data = nullptr;  // device memory of the model's backend
+    float* grad = nullptr;  // the gradient beside it, as the last backward pass left it
     std::uint64_t storage_id = 0;
     device::DeviceIndex device = 0;
 };
@@ -39,6 +40,9 @@ public:
     // Throws ResourceError for a device name this run does not have.
     virtual void request_move(resources::OwnerId owner, std::string_view device) = 0;
     [[nodiscard]] virtual device::Backend& model_backend() = 0;
+    // The optimizer's learning rate; a value to set is finite and >= 0.
+    [[nodiscard]] virtual double learning_rate() const = 0;
+    virtual void set_learning_rate(double lr) = 0;
 
     [[nodiscard]] virtual std::size_t metric_count() const = 0;
     // Key and value of the index-th metric in key order; the key lives until the metric set changes.

@@ -120,7 +120,7 @@ std::optional<double> ValidationHost::metric(std::string_view key) const {
 plugin::ParamAccess ValidationHost::param(std::size_t index) {
     const nn::Parameter& p = *model_->parameters().at(index);
     return plugin::ParamAccess{p.id,           &p.name, {p.value.shape().begin(), p.value.shape().end()},
-                               p.value.numel(), p.value.data(), p.value.buffer().storage_id(), 0};
+                               p.value.numel(), p.value.data(), p.grad.data(), p.value.buffer().storage_id(), 0};
 }
 
 std::pair<const std::string*, double> ValidationHost::metric_at(std::size_t index) const {

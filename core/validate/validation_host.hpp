@@ -57,6 +57,8 @@ public:
     [[nodiscard]] device::DeviceIndex model_device() const override { return 0; }
     void request_move(resources::OwnerId, std::string_view) override {}
     [[nodiscard]] device::Backend& model_backend() override { return cpu_.backend(); }
+    [[nodiscard]] double learning_rate() const override { return learning_rate_; }
+    void set_learning_rate(double lr) override { learning_rate_ = lr; }
     [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
     [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
     void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
@@ -71,6 +73,7 @@ private:
     std::map<std::string, double, std::less<>> metrics_;
     std::vector<unsigned char> state_bytes_;
     bool stop_requested_ = false;
+    double learning_rate_ = 0.001;
     std::uint32_t next_owner_ = 0;
 };
 

@@ -80,7 +80,7 @@ TEST_CASE("a name the host does not know in reads or writes is a load error from
     auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_loose_declarations")});
     CHECK(run.exit_code == 2);
     CHECK_THAT(run.err, Contains("test_loose_declarations.so: plugin 'test_loose_declarations' declares reads = "
-                                 "\"param\": 'param' is not a name the host knows (params, optimizer_state, device, "
+                                 "\"param\": 'param' is not a name the host knows (params, grads, lr, optimizer_state, device, "
                                  "metric:<key>, metric:<prefix>.*, metrics)"));
 }
 

@@ -85,6 +85,7 @@ public:
         cpu_.adam_step(param, grad, exp_avg, exp_avg_sq, n, hyper, step);
     }
     void fill(float* y, std::size_t n, float value) override { cpu_.fill(y, n, value); }
+    void scale(float* x, std::size_t n, float factor) override { cpu_.scale(x, n, factor); }
     void copy(const float* x, float* y, std::size_t n) override { cpu_.copy(x, y, n); }
     [[nodiscard]] std::size_t pool_indices(const device::PoolShape& s) const override { return cpu_.pool_indices(s); }
     void max_pool2d_forward(const device::PoolShape& s, const float* x, float* y, std::int32_t* indices) override {

@@ -8,7 +8,7 @@ using trainhost::plugin::overlap;
 using trainhost::plugin::unknown_declaration;
 
 TEST_CASE("declarations name only what the host knows", "[declarations]") {
-    for (const char* name : {"params", "optimizer_state", "device", "metric:val_loss", "metric:pruning.*",
+    for (const char* name : {"params", "grads", "lr", "optimizer_state", "device", "metric:val_loss", "metric:pruning.*",
                              "metric:pruning.sparsity.dense0.weight"}) {
         CHECK(unknown_declaration(name, DeclarationList::reads).empty());
         CHECK(unknown_declaration(name, DeclarationList::writes).empty());
@@ -17,9 +17,9 @@ TEST_CASE("declarations name only what the host knows", "[declarations]") {
     CHECK(unknown_declaration("metrics", DeclarationList::writes) ==
           "'metrics' can only be read: declare each metric:<key> the plugin sets, or metric:<prefix>.*");
     CHECK(unknown_declaration("param", DeclarationList::writes) ==
-          "'param' is not a name the host knows (params, optimizer_state, device, metric:<key>, metric:<prefix>.*)");
+          "'param' is not a name the host knows (params, grads, lr, optimizer_state, device, metric:<key>, metric:<prefix>.*)");
     CHECK(unknown_declaration("param", DeclarationList::reads) ==
-          "'param' is not a name the host knows (params, optimizer_state, device, metric:<key>, metric:<prefix>.*, "
+          "'param' is not a name the host knows (params, grads, lr, optimizer_state, device, metric:<key>, metric:<prefix>.*, "
           "metrics)");
     for (const char* bad : {"metric:", "metric:*", "metric:.*", "metric:a*", "metric:a.*.b", "metric:a b", "metric:a..*"})
         CHECK_THAT(unknown_declaration(bad, DeclarationList::writes), Catch::Contains("is not a metric name"));

@@ -6,7 +6,10 @@
 #include <trainhost/sdk.hpp>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstddef>
+#include <string>
+#include <vector>
 
 using namespace trainhost;
 
@@ -105,4 +108,67 @@ TEST_CASE("the SDK says when a host older than ABI 1.3 left bytes_allocated out"
         CHECK(usages[0].bytes_allocated == 0);
         CHECK(usages[0].bytes_in_use == 100);
     }
+}
+
+TEST_CASE("gradients and the learning rate are reached in their phases and as declared", "[host_api][abi14]") {
+    ProbeHost host;
+    const th_host_api& api = plugin::host_api();
+    resources::Ledger& ledger = host.services.ledger();
+    const auto at = [&](th_hook hook) { ledger.set_position(static_cast<resources::Phase>(hook), {0, 0, 1}); };
+    th_param_info info{};
+    info.struct_size = sizeof info;
+    at(TH_HOOK_SETUP);
+    REQUIRE(api.param_info(&host.raw, 0, &info) == TH_OK);
+    std::vector<float> grad(info.numel);
+
+    SECTION("gradients: read and scaled after backward and before the step only") {
+        at(TH_HOOK_BATCH_START);
+        CHECK(api.grad_read(&host.raw, 0, grad.data(), grad.size()) == TH_OUT_OF_PHASE);
+        CHECK_THAT(api.last_error(&host.raw), Catch::Contains("grad_read is not allowed in phase batch_start (allowed "
+                                                              "from after_backward to before_optimizer_step)"));
+        at(TH_HOOK_AFTER_BACKWARD);
+        CHECK(api.grad_read(&host.raw, 0, grad.data(), grad.size() - 1) == TH_INVALID_ARGUMENT);
+        REQUIRE(api.grad_read(&host.raw, 0, grad.data(), grad.size()) == TH_OK);
+        at(TH_HOOK_BEFORE_OPTIMIZER_STEP);
+        CHECK(api.grad_scale(&host.raw, 0, std::nanf("")) == TH_INVALID_ARGUMENT);
+        REQUIRE(api.grad_scale(&host.raw, 0, 0.5f) == TH_OK);
+        at(TH_HOOK_AFTER_OPTIMIZER_STEP);
+        CHECK(api.grad_scale(&host.raw, 0, 0.5f) == TH_OUT_OF_PHASE);
+        CHECK(ledger.misuses().size() == 2);  // the two calls out of phase
+    }
+    SECTION("the learning rate: finite and not negative") {
+        double lr = 0;
+        REQUIRE(api.lr_get(&host.raw, &lr) == TH_OK);
+        for (const double bad : {-0.1, std::nan(""), HUGE_VAL}) CHECK(api.lr_set(&host.raw, bad) == TH_INVALID_ARGUMENT);
+        REQUIRE(api.lr_set(&host.raw, 0.25) == TH_OK);
+        REQUIRE(api.lr_get(&host.raw, &lr) == TH_OK);
+        CHECK(lr == 0.25);
+        at(TH_HOOK_FIT_END);
+        CHECK(api.lr_set(&host.raw, 0.5) == TH_OUT_OF_PHASE);
+    }
+    SECTION("a change the plugin's writes do not declare is refused") {
+        host.raw.declared_writes = std::vector<std::string>{"params"};
+        CHECK(api.lr_set(&host.raw, 0.25) == TH_UNDECLARED);
+        CHECK_THAT(api.last_error(&host.raw), Catch::Contains("lr_set changes lr, which plugin 'probe' does not declare"));
+        at(TH_HOOK_AFTER_BACKWARD);
+        CHECK(api.grad_scale(&host.raw, 0, 0.5f) == TH_UNDECLARED);
+        REQUIRE(ledger.misuses().size() == 2);
+        CHECK(ledger.misuses()[0].kind == resources::MisuseKind::undeclared_write);
+    }
+}
+
+TEST_CASE("the SDK refuses a call of ABI 1.4 on an older host instead of reading past its table", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    api.abi_minor = 3;
+    api.struct_size = offsetof(th_host_api, grad_read);
+    sdk::Context ctx(sdk::HostLink(&api, &host.raw), nullptr);
+    try {
+        (void)ctx.learning_rate();
+        FAIL("a 1.3 host was asked for the learning rate");
+    } catch (const sdk::Error& e) {
+        CHECK(e.status() == TH_UNSUPPORTED);
+        CHECK(std::string(e.what()) == "learning_rate: needs a host of ABI 1.4 or newer; this one speaks 1.3");
+    }
+    CHECK_THROWS_WITH(ctx.scale_grad(0, 0.5f), "scale_grad: needs a host of ABI 1.4 or newer; this one speaks 1.3");
 }

@@ -88,6 +88,8 @@ void CpuBackend::fill(float* y, std::size_t n, float value) { k::fill(y, n, valu
 
 void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n); }
 
+void CpuBackend::scale(float* x, std::size_t n, float factor) { k::scale(x, n, factor); }
+
 k::Convolution& CpuBackend::convolution(const ConvShape& s) const {
     auto& made = convolutions_[s];
     if (!made) made = std::make_unique<k::Convolution>(s);

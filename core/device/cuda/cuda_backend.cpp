@@ -137,6 +137,11 @@ void CudaBackend::copy(const float* x, float* y, std::size_t n) {
     kc::copy(x, y, n, stream_);
 }
 
+void CudaBackend::scale(float* x, std::size_t n, float factor) {
+    activate();
+    kc::scale(x, n, factor, stream_);
+}
+
 void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) {
     activate();
     kc::multiply_by_mask(x, mask, n, stream_);

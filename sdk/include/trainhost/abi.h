@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 3
+#define TH_ABI_MINOR 4
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -287,6 +287,19 @@ typedef struct th_host_api {
     /* Write a checkpoint of the whole run (params, optimizer state, counters, RNG
      * state, every stateful plugin's state) to `path`, atomically. */
     th_status (*save_checkpoint)(th_host* host, const char* path, int weights_only);
+
+    /* ABI 1.4; a host older than that offers a th_host_api whose struct_size ends
+     * before these (the SDK checks). The gradients of the batch's backward pass, in
+     * after_backward and before_optimizer_step: read (`count` is the parameter's
+     * numel), and scaled in place by a finite factor, as clipping by norm does
+     * (a change to "grads"). */
+    th_status (*grad_read)(th_host* host, uint32_t index, float* dst, uint64_t count);
+    th_status (*grad_scale)(th_host* host, uint32_t index, float factor);
+    /* The optimizer's learning rate: read in any hook, set (a change to "lr") from
+     * setup to epoch_end, finite and >= 0, for the optimizer steps that follow.
+     * Checkpoints save it; a resume starts from the saved one. */
+    th_status (*lr_get)(th_host* host, double* out);
+    th_status (*lr_set)(th_host* host, double lr);
 } th_host_api;
 
 /* A hook: every slot of the vtable has this signature. */
@@ -317,12 +330,13 @@ typedef struct th_plugin_entry {
 
     /* Ordering and access declarations, comma-separated names ("" for none):
      * plugins this one runs after/before, and what it reads/writes: "params",
-     * "optimizer_state", "device", "metric:<key>", "metric:<prefix>.*", and for reads
-     * "metrics" (every metric). From ABI 1.2 (an entry whose abi_minor is 2 or more)
+     * "grads" and "lr" (ABI 1.4), "optimizer_state", "device", "metric:<key>",
+     * "metric:<prefix>.*", and for reads "metrics" (every metric). From ABI 1.2 (an entry whose abi_minor is 2 or more)
      * the host refuses a load whose reads/writes name anything else, and refuses,
      * with TH_UNDECLARED, a call that changes what `writes` does not cover:
      * metric_set ("metric:<key>"), param_write, param_copy_from and param_apply_mask
-     * ("params"), move_model ("device"). Entries of ABI 1.0 and 1.1 only order. */
+     * ("params"), move_model ("device"), grad_scale ("grads"), lr_set ("lr").
+     * Entries of ABI 1.0 and 1.1 only order. */
     const char* after;
     const char* before;
     const char* reads;

@@ -5,6 +5,8 @@
 
 #include "trainhost/sdk.hpp"
 
+#include <cstddef>
+
 namespace trainhost::sdk {
 
 namespace detail {
@@ -128,13 +130,19 @@ constexpr std::uint32_t state_version_of() {
     else return 0;
 }
 
+// The host API table up to its last call of ABI 1.0 (to 1.3 it did not grow).
+inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
+
 template <typename T>
 th_status create(const th_host_api* api, th_host* host, const th_option_value* values,
                  std::uint32_t value_count, void** instance, th_hook_result* result) noexcept {
     return guarded(result, [&] {
-        if (api == nullptr || api->struct_size < sizeof(th_host_api) || api->abi_major != TH_ABI_MAJOR)
+        // Calls appended since (ABI 1.4 on) are checked where they are made, so that a
+        // plugin that does not make them runs on an older host of its major.
+        if (api == nullptr || api->struct_size < kHostApiOf10 || api->abi_major != TH_ABI_MAJOR)
             throw std::runtime_error("host offers an incompatible host API (plugin needs ABI " +
-                                     std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + ")");
+                                     std::to_string(TH_ABI_MAJOR) + ".x with at least ABI " +
+                                     std::to_string(TH_ABI_MAJOR) + ".0's calls)");
         constexpr auto specs = options_of<T>();
         if (value_count != specs.size())
             throw std::runtime_error("host passed " + std::to_string(value_count) + " option values, plugin declares " +

@@ -1,0 +1,106 @@
+// The gradients and the learning rate a plugin reaches through ABI 1.4, end to end:
+// the gradients are the ones the optimizer steps with, clipping changes that step,
+// a warmup sets the rate step by step, and the rate a plugin set survives a resume.
+#include "integration/checkpoint_runs.hpp"
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+// tiny_config with plain SGD at `lr`, so a step is exactly param - lr * grad.
+std::string sgd_config(int epochs, double lr, const std::string& extra) {
+    std::string text = tiny_config(epochs, extra);
+    text.replace(text.find("type = \"adam\"\nlr = 0.01"), 23, "type = \"sgd\"\nlr = " + std::to_string(lr));
+    return text;
+}
+
+// Each epoch's metrics from a --report file.
+std::vector<nlohmann::json> epoch_metrics(const std::filesystem::path& report) {
+    std::vector<nlohmann::json> all;
+    const auto json = nlohmann::json::parse(test_support::read_file(report));
+    for (const auto& epoch : json["fits"][0]["epochs"]) all.push_back(epoch["metrics"]);
+    return all;
+}
+
+std::string tools_table(const std::string& options) { return "\n[plugins.test_grad_tools]\n" + options; }
+
+}  // namespace
+
+TEST_CASE("a plugin reads the gradients the optimizer steps with, and clipping changes that step", "[grads][abi14]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    const std::string plugin = "--plugins=" + test_plugin("test_grad_tools");
+    SECTION("as they are") {
+        auto config = dir.write("run.toml", sgd_config(2, 0.1, tools_table("check_step = true\n")));
+        auto run = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
+        REQUIRE(run.exit_code == 0);
+        for (const auto& metrics : epoch_metrics(report)) {
+            CHECK(metrics["grad_tools.step_error"].get<double>() < 1e-6);
+            CHECK(metrics["grad_tools.norm"].get<double>() > 1e-4);
+            CHECK(std::isfinite(metrics["grad_tools.norm"].get<double>()));
+        }
+    }
+    SECTION("clipped to a norm below theirs") {
+        auto config = dir.write("run.toml", sgd_config(2, 0.1, tools_table("check_step = true\nclip_norm = 0.001\n")));
+        auto run = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
+        REQUIRE(run.exit_code == 0);
+        for (const auto& metrics : epoch_metrics(report)) {
+            CHECK(metrics["grad_tools.norm"].get<double>() > 0.01);  // far above the clip: clipping had work to do
+            CHECK(metrics["grad_tools.clipped_norm"].get<double>() == Approx(0.001).epsilon(1e-5));
+            CHECK(metrics["grad_tools.step_error"].get<double>() < 1e-6);  // the step took the clipped gradients
+        }
+    }
+}
+
+TEST_CASE("a warmup plugin sets the learning rate each step", "[lr][abi14]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    auto config = dir.write("run.toml", sgd_config(3, 0.1, tools_table("warmup_steps = 5\n")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_grad_tools"), "--report",
+                              report.string()});
+    REQUIRE(run.exit_code == 0);
+    const auto epochs = epoch_metrics(report);
+    REQUIRE(epochs.size() == 3);
+    // Two steps an epoch: the last step of each sets lr for step 2, 4, 6 of 5.
+    CHECK(epochs[0]["grad_tools.lr"].get<double>() == 0.1 * std::min(1.0, 2.0 / 5.0));
+    CHECK(epochs[1]["grad_tools.lr"].get<double>() == 0.1 * std::min(1.0, 4.0 / 5.0));
+    CHECK(epochs[2]["grad_tools.lr"].get<double>() == 0.1);
+}
+
+TEST_CASE("the learning rate a plugin set goes on after a resume, unless the config now asks for another",
+          "[lr][abi14][checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto report = dir.path() / "r.json";
+    const std::string tools = "--plugins=checkpoint," + test_plugin("test_grad_tools");
+    auto first = dir.write("run.toml", sgd_config(2, 0.1, checkpoint_runs::checkpoint_table(ckpt) +
+                                                           tools_table("set_lr = 0.05\n")));
+    REQUIRE(run_trainhost({"--config", first.string(), tools, "--epochs", "1"}).exit_code == 0);
+    const std::string last = (ckpt / "last.safetensors").string();
+    SECTION("the same config: the plugin's rate") {
+        // The resumed run's plugin sets nothing: the rate comes from the checkpoint.
+        auto resumed = dir.write("resumed.toml", sgd_config(2, 0.1, checkpoint_runs::checkpoint_table(ckpt)));
+        auto run = run_trainhost({"--config", resumed.string(), tools, "--resume", last, "--report", report.string()});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.err, !Contains("learning rate"));
+        CHECK(epoch_metrics(report).back()["grad_tools.lr"].get<double>() == 0.05);
+    }
+    SECTION("another configured rate: the config's, with a warning") {
+        auto resumed = dir.write("resumed.toml", sgd_config(2, 0.02, checkpoint_runs::checkpoint_table(ckpt)));
+        auto run = run_trainhost({"--config", resumed.string(), tools, "--resume", last, "--report", report.string()});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("warning: " + last + ": saved at learning rate 0.05, under a configured 0.1; this "
+                                     "run configures 0.02 and starts from it\n"));
+        CHECK(epoch_metrics(report).back()["grad_tools.lr"].get<double>() == 0.02);
+    }
+}
