@@ -112,3 +112,37 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
         CHECK_THAT(inspect.out, Contains("every_n_epochs") && Contains("warn_above"));
     }
 }
+
+// What the loader would refuse at load, a plugin built with the SDK cannot compile.
+TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses and state without a version", "[sdk]") {
+    TempDir dir;
+    const auto compile = [&](const std::string& members) {
+        const auto source = dir.write("plugin.cpp", "#include <trainhost/sdk.hpp>\n"
+                                                    "class P final : public trainhost::sdk::Callback {\n"
+                                                    "public:\n"
+                                                    "    static constexpr const char* version = \"1\";\n"
+                                                    "    static constexpr const char* description = \"d\";\n"
+                                                    "    P(trainhost::sdk::Context&, const trainhost::sdk::Options&) {}\n" +
+                                                        members + "};\nTRAINHOST_PLUGIN(P)\n");
+        return test_support::run_command({TRAINHOST_CXX_COMPILER, "-std=c++20", "-fsyntax-only", "-I",
+                                          TRAINHOST_SDK_INCLUDE_DIR, source.string()});
+    };
+    const std::string state = "    void on_save_state(trainhost::sdk::StateWriter&) override {}\n"
+                              "    void on_load_state(trainhost::sdk::StateReader&) override {}\n";
+    SECTION("a plugin as the loader takes it compiles") {
+        auto run = compile("    static constexpr const char* name = \"fine_1\";\n"
+                           "    static constexpr std::uint32_t state_version = 1;\n" + state);
+        INFO(run.err);
+        CHECK(run.exit_code == 0);
+    }
+    SECTION("a name with a capital or a dash") {
+        auto run = compile("    static constexpr const char* name = \"Bad-Name\";\n");
+        CHECK(run.exit_code != 0);
+        CHECK_THAT(run.err, Contains("a plugin's name is made of a-z, 0-9 and _"));
+    }
+    SECTION("state without a state_version") {
+        auto run = compile("    static constexpr const char* name = \"stateful\";\n" + state);
+        CHECK(run.exit_code != 0);
+        CHECK_THAT(run.err, Contains("a stateful plugin declares static constexpr std::uint32_t state_version"));
+    }
+}

@@ -172,3 +172,14 @@ TEST_CASE("the SDK refuses a call of ABI 1.4 on an older host instead of reading
     }
     CHECK_THROWS_WITH(ctx.scale_grad(0, 0.5f), "scale_grad: needs a host of ABI 1.4 or newer; this one speaks 1.3");
 }
+
+TEST_CASE("an option read with the getter of another type names its declared type", "[sdk][options]") {
+    const th_option_spec specs[] = {{"rate", TH_OPTION_FLOAT, "0.5", "a rate"}};
+    th_option_value value{};
+    value.type = TH_OPTION_FLOAT;
+    value.float_value = 0.5;
+    const sdk::Options options(specs, &value, 1);
+    CHECK(options.get_float("rate") == 0.5);
+    CHECK_THROWS_WITH(options.get_int("rate"), "option 'rate' is declared as a float: read it with get_float");
+    CHECK_THROWS_WITH(options.get_int("steps"), "option 'steps' is not declared by this plugin");
+}

@@ -159,9 +159,23 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value* v
 // in any C++ program, so a destructor releases its leases and reports nothing.
 inline void destroy(void* instance) noexcept { delete static_cast<Instance*>(instance); }
 
+// The loader's rule for names, at compile time.
+constexpr bool valid_plugin_name(std::string_view name) {
+    if (name.empty()) return false;
+    for (const char c : name)
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
+    return true;
+}
+
 template <typename T>
 const th_plugin_entry* entry_for() noexcept {
     static_assert(std::is_base_of_v<Callback, T>, "TRAINHOST_PLUGIN needs a trainhost::sdk::Callback");
+    static_assert(valid_plugin_name(T::name), "a plugin's name is made of a-z, 0-9 and _ (the loader refuses others)");
+    // The host gives saved state back only to the same state_version: 0 would say the
+    // layout never changes.
+    static_assert(std::is_same_v<decltype(&T::on_save_state), void (Callback::*)(StateWriter&)> ||
+                      state_version_of<T>() >= 1,
+                  "a stateful plugin declares static constexpr std::uint32_t state_version = 1 (or more)");
     static const th_plugin_entry entry = [] {
         th_plugin_entry e{};
         e.struct_size = sizeof e;
