@@ -10,16 +10,6 @@
 
 namespace trainhost::plugin {
 
-const char* option_type_name(th_option_type type) noexcept {
-    switch (type) {
-    case TH_OPTION_BOOL: return "bool";
-    case TH_OPTION_INT: return "int";
-    case TH_OPTION_FLOAT: return "float";
-    case TH_OPTION_STRING: return "string";
-    }
-    return "unknown";
-}
-
 namespace {
 
 // The schema's default is a TOML literal; parse it as the value of a one-key table.

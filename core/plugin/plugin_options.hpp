@@ -3,6 +3,7 @@
 #pragma once
 
 #include "trainhost/abi.h"
+#include "trainhost/option_type_name.hpp"
 
 #include <toml++/toml.h>
 
@@ -45,6 +46,6 @@ inline constexpr const char* kHostOptionKeys[] = {"device_memory_limit"};
 [[nodiscard]] OptionValues validate_options(const th_plugin_entry& entry, const toml::table* table,
                                             const std::filesystem::path& file);
 
-[[nodiscard]] const char* option_type_name(th_option_type type) noexcept;
+using trainhost::option_type_name;
 
 }  // namespace trainhost::plugin

@@ -14,6 +14,7 @@
 #pragma once
 
 #include "trainhost/abi.h"
+#include "trainhost/option_type_name.hpp"
 #include "trainhost/nearest_name.hpp"
 
 #include <algorithm>
@@ -414,22 +415,13 @@ public:
     }
 
 private:
-    [[nodiscard]] static std::string type_name(th_option_type type) {
-        switch (type) {
-        case TH_OPTION_BOOL: return "bool";
-        case TH_OPTION_INT: return "int";
-        case TH_OPTION_FLOAT: return "float";
-        case TH_OPTION_STRING: return "string";
-        }
-        return "unknown";
-    }
     [[nodiscard]] const th_option_value& find(std::string_view name, th_option_type type) const {
         for (std::uint32_t i = 0; i < count_; ++i) {
             if (name == specs_[i].name) {
                 if (values_[i].type != type)
                     throw std::logic_error("option '" + std::string(name) + "' is declared as a " +
-                                           type_name(values_[i].type) + ": read it with get_" +
-                                           type_name(values_[i].type));
+                                           option_type_name(values_[i].type) + ": read it with get_" +
+                                           option_type_name(values_[i].type));
                 return values_[i];
             }
         }
