@@ -163,6 +163,10 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     read_optimizer(reader, config);
     read_resources(reader, config);
     if (const toml::table* predict = reader.table("predict")) {
+        // As a key of the other dataset or optimizer: set for nothing, it would
+        // silently not apply.
+        if (config.mode != "predict")
+            reader.fail("predict", "is read only with mode = \"predict\"; this config trains");
         TableReader predict_reader(*predict, "[predict]", config.file);
         config.predict_passes = static_cast<std::uint64_t>(predict_reader.integer_in("passes", 1, 1, 1'000'000'000));
         predict_reader.reject_unknown_keys();
