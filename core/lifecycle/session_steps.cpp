@@ -33,7 +33,9 @@ std::uint64_t Session::train_epoch() {
         epoch_loss_sum_ = 0;
         epoch_correct_ = 0;
         state_.samples_seen = 0;
+        // Until this epoch's first batch: an epoch of no batches has none.
         metrics_.erase("train_loss");
+        metrics_.erase("train_accuracy");
     }
     const std::uint64_t samples_before = state_.samples_seen;
     fit.batcher->start_epoch(state_.epoch);

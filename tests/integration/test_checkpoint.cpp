@@ -1,6 +1,7 @@
 // Checkpoints and resume: atomic files, top-k bookkeeping, corruption refused, and
 // a resumed run that ends bit for bit where an uninterrupted one does.
 #include "checkpoint/checkpoint_file.hpp"
+#include "data/idx_reader.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
 
@@ -530,4 +531,28 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
         CHECK(run.exit_code == 0);
         CHECK_THAT(run.err, !Contains("differ"));
     }
+}
+
+TEST_CASE("an epoch that trains no batch reports no training metrics, not the last epoch's", "[checkpoint][resume]") {
+    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
+        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipped");
+        return;
+    }
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = [&](const std::string& name, const std::string& batches) {
+        return dir.write(name, "seed = 3\nepochs = 2\n[data]\ndataset = \"fashion_mnist\"\nlimit = 256\nbatch_size = 64\n"
+                               "test = false\nlimit_train_batches = " + batches + "\n[model]\nlayers = [ { type = "
+                               "\"flatten\" }, { type = \"dense\", units = 10 } ]\n" + checkpoint_table(ckpt)).string();
+    };
+    REQUIRE(run_trainhost({"--config", config("run.toml", "-1"), "--epochs", "1", "--device", "cpu"}).exit_code == 0);
+    const auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config("none.toml", "0"), "--resume", (ckpt / "last.safetensors").string(),
+                              "--device", "cpu", "--report", report.string()});
+    REQUIRE(run.exit_code == 0);
+    const auto epochs = nlohmann::json::parse(test_support::read_file(report))["fits"][0]["epochs"];
+    REQUIRE(epochs.size() == 1);
+    CHECK_FALSE(epochs[0]["metrics"].contains("train_accuracy"));
+    CHECK_FALSE(epochs[0]["metrics"].contains("train_loss"));
+    CHECK(epochs[0]["metrics"].contains("val_accuracy"));
 }
