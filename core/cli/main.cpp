@@ -117,17 +117,29 @@ std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<
     return files;
 }
 
+// Whether `name` ("--report") is an option of the app or a subcommand that takes a value.
+bool takes_value(CLI::App& app, const std::string& name) {
+    std::vector<CLI::App*> apps = app.get_subcommands([](CLI::App*) { return true; });
+    apps.push_back(&app);
+    return std::any_of(apps.begin(), apps.end(), [&](CLI::App* each) {
+        const CLI::Option* option = each->get_option_no_throw(name);
+        return option != nullptr && option->get_items_expected_min() > 0;
+    });
+}
+
 // CLI11 reads "--report=" as "--report" still waiting for its value, and takes the
 // next argument whatever it is: "--report= --epochs 3" would report to "--epochs" and
 // refuse the 3. Given apart, as "--report ''", the empty value meets the option's own
-// check. The arguments come back in the reverse order CLI11's parse(vector) takes.
-std::vector<std::string> arguments_for_parse(int argc, char** argv) {
+// check (a flag's "--verbose=" stays as it is, for CLI11 to refuse). The arguments come
+// back in the reverse order CLI11's parse(vector) takes.
+std::vector<std::string> arguments_for_parse(CLI::App& app, int argc, char** argv) {
     std::vector<std::string> arguments;
     bool options_ended = false;  // after "--" an argument is a value, whatever it looks like
     for (int i = 1; i < argc; ++i) {
         std::string argument = argv[i];
         options_ended = options_ended || argument == "--";
-        if (!options_ended && argument.starts_with("--") && argument.size() > 3 && argument.find('=') == argument.size() - 1) {
+        if (!options_ended && argument.starts_with("--") && argument.size() > 3 &&
+            argument.find('=') == argument.size() - 1 && takes_value(app, argument.substr(0, argument.size() - 1))) {
             argument.pop_back();
             arguments.push_back(std::move(argument));
             arguments.emplace_back();
@@ -343,7 +355,7 @@ int run_command(int argc, char** argv) {
         return kExitUsage;
     }
     try {
-        std::vector<std::string> arguments = arguments_for_parse(argc, argv);
+        std::vector<std::string> arguments = arguments_for_parse(app, argc, argv);
         app.parse(arguments);
     } catch (const CLI::CallForHelp& e) {
         return app.exit(e);

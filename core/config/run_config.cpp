@@ -62,7 +62,7 @@ void read_optimizer(TableReader& root, RunConfig& config) {
     if (!table) return;
     TableReader reader(*table, "[optimizer]", config.file);
     o.type = reader.one_of("type", o.type, {"sgd", "adam", "adamw"});
-    o.lr = reader.number_in("lr", o.type == "sgd" ? 0.01 : 1e-3, 0.0, 1e3);
+    o.lr = reader.number_in("lr", o.type == "sgd" ? 0.01 : 1e-3, 0.0, kMaxLearningRate);
     o.weight_decay = reader.number_in("weight_decay", o.type == "adamw" ? 1e-2 : 0.0, 0.0, 1e3);
     if (o.type == "sgd") {
         o.momentum = reader.number_in("momentum", 0.0, 0.0, 1.0);

@@ -16,6 +16,8 @@ namespace trainhost::config {
 
 // The most epochs a run may ask for (config, command line and checkpoints alike).
 inline constexpr std::uint32_t kMaxEpochs = 1'000'000;
+// [optimizer] lr, and every learning rate a plugin or a checkpoint sets: [0, kMaxLearningRate].
+inline constexpr double kMaxLearningRate = 1000;
 
 struct LayerSpec {
     std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout, conv2d, max_pool2d

@@ -510,8 +510,15 @@ plugin::ParamAccess Session::param(std::size_t index) {
                                p.value.buffer().device()};
 }
 
-double Session::learning_rate() const { return fit_->optimizer->learning_rate(); }
+// A fit that failed before its optimizer was built still runs on_exception and teardown.
+nn::Optimizer& Session::optimizer() const {
+    if (!fit_ || !fit_->optimizer)
+        throw resources::ResourceError(TH_UNSUPPORTED, "there is no optimizer: the fit failed before it was built");
+    return *fit_->optimizer;
+}
 
-void Session::set_learning_rate(double lr) { fit_->optimizer->set_learning_rate(lr); }
+double Session::learning_rate() const { return optimizer().learning_rate(); }
+
+void Session::set_learning_rate(double lr) { optimizer().set_learning_rate(lr); }
 
 }  // namespace trainhost::lifecycle

@@ -122,6 +122,7 @@ public:
     void request_move(resources::OwnerId owner, std::string_view device) override;
     [[nodiscard]] device::Backend& model_backend() override { return model_device_ref().backend(); }
     [[nodiscard]] double learning_rate() const override;
+    [[nodiscard]] nn::Optimizer& optimizer() const;
     void set_learning_rate(double lr) override;
     [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
     [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;

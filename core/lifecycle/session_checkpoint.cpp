@@ -323,8 +323,9 @@ void Session::restore_learning_rate(const checkpoint::CheckpointData& data, cons
         const std::string* text = data.meta(key);
         if (text == nullptr) return std::nullopt;
         const double value = meta_double(*text, key, file);
-        if (!std::isfinite(value) || value < 0)
-            throw ConfigError(fmt::format("{}: checkpoint '{}' is not a learning rate (finite, >= 0): {}", file, key, *text));
+        if (!(value >= 0 && value <= config::kMaxLearningRate))
+            throw ConfigError(fmt::format("{}: checkpoint '{}' is not a learning rate in [0, {}]: {}", file, key,
+                                          config::kMaxLearningRate, *text));
         return value;
     };
     const std::optional<double> saved = learning_rate("trainer.lr");

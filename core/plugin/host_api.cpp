@@ -1,5 +1,6 @@
 // The C functions behind th_host_api. Each one checks the phase, turns every C++
 // error into a status plus last_error text, and never lets an exception out.
+#include "config/run_config.hpp"
 #include "plugin/declarations.hpp"
 #include "plugin/host_services.hpp"
 
@@ -451,7 +452,7 @@ th_status grad_read(th_host* host, std::uint32_t index, float* dst, std::uint64_
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
         if (count != param->numel)
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("grad_read: parameter {} has {} elements, the buffer {}",
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("parameter {} has {} elements, the buffer {}",
                                                                *param->name, param->numel, count));
         host->services->ledger().device(param->device).memory().copy_to_host(dst, param->grad, count * sizeof(float));
         return TH_OK;
@@ -462,7 +463,7 @@ th_status grad_scale(th_host* host, std::uint32_t index, float factor) {
     return guarded(host, "grad_scale", kGradients, [&] {
         if (th_status s = check_declared_write(host, "grad_scale", kGradsName); s != TH_OK) return s;
         if (!std::isfinite(factor))
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("grad_scale: factor {} is not finite", factor));
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("a factor is finite, not {}", factor));
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
@@ -482,8 +483,10 @@ th_status lr_get(th_host* host, double* out) {
 th_status lr_set(th_host* host, double lr) {
     return guarded(host, "lr_set", kLearningRate, [&] {
         if (th_status s = check_declared_write(host, "lr_set", kLearningRateName); s != TH_OK) return s;
-        if (!std::isfinite(lr) || lr < 0)
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("lr_set: a learning rate is finite and >= 0, not {}", lr));
+        if (!(lr >= 0 && lr <= config::kMaxLearningRate))  // NaN too
+            return fail(host, TH_INVALID_ARGUMENT,
+                        fmt::format("a learning rate is in [0, {}], as the config's, not {}",
+                                    config::kMaxLearningRate, lr));
         host->services->set_learning_rate(lr);
         return TH_OK;
     });

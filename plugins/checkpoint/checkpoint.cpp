@@ -11,6 +11,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -65,6 +66,17 @@ std::string expand_filename(const std::string& pattern, bool insert_names, std::
     return out;
 }
 
+// The monitor and mode (1: max) at a state's end; a state saved before they were
+// (plugin version 1.0) ends without them and is taken as ranked by this run's.
+std::pair<std::string, std::uint8_t> saved_ranking(trainhost::sdk::StateReader& in, const std::string& monitor,
+                                                   bool maximize) {
+    if (in.remaining() == 0) return {monitor, maximize ? 1 : 0};
+    std::string saved = in.get_string();
+    const auto mode = in.get<std::uint8_t>();
+    if (mode > 1) throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
+    return {std::move(saved), mode};
+}
+
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
@@ -75,8 +87,9 @@ public:
     // Saves every plugin's state: after early stopping has updated its own for this
     // epoch (early stopping then sees checkpoint.best_score one epoch later).
     static constexpr const char* after = "early_stopping";
-    // 2: the monitor and mode that ranked the kept files come first.
-    static constexpr std::uint32_t state_version = 2;
+    // Since 1.1.0 the state ends with the monitor and mode that ranked the kept
+    // files; a state saved before, without them, is read as ranked by this run's.
+    static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"dirpath", TH_OPTION_STRING, "\"checkpoints\"", "directory of the checkpoint files"},
         {"filename", TH_OPTION_STRING, "\"{epoch}-{step}\"",
@@ -110,9 +123,10 @@ public:
         if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
         if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
-        // Lightning's rule: the two schedules exclude each other. Only the default
-        // every_n_epochs can be told apart from a choice, and it gives way.
-        if (every_n_steps_ > 0 && every_n_epochs_ != 1)
+        // Lightning's rule: the two schedules exclude each other. every_n_epochs = 1 is
+        // also the default, which cannot be told apart from a choice: it gives way, as
+        // 0 (never at epoch ends) agrees.
+        if (every_n_steps_ > 0 && every_n_epochs_ > 1)
             throw trainhost::sdk::OptionError("every_n_epochs = " + std::to_string(every_n_epochs_) +
                                               " and every_n_train_steps = " + std::to_string(every_n_steps_) +
                                               " exclude each other: with every_n_train_steps, saves come only every n "
@@ -168,19 +182,16 @@ public:
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
-        out.put_string(monitor_);
-        out.put<std::uint8_t>(maximize_ ? 1 : 0);
         out.put<std::uint64_t>(kept_.size());
         for (const Kept& k : kept_) {
             out.put(k.score);
             out.put_string(k.path);
         }
         out.put(last_saved_step_);
+        out.put_string(monitor_);
+        out.put<std::uint8_t>(maximize_ ? 1 : 0);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
-        const std::string monitor = in.get_string();
-        const auto mode = in.get<std::uint8_t>();
-        if (mode > 1) throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
         const auto count = in.get<std::uint64_t>();
         // Each entry takes a score and a length at least: a larger count is a damaged
         // state, and would size the list before anything else is read.
@@ -193,6 +204,7 @@ public:
             k.path = in.get_string();
         }
         last_saved_step_ = in.get<std::uint64_t>();
+        const auto [monitor, mode] = saved_ranking(in, monitor_, maximize_);
         kept_.clear();
         // Scores of another metric, or of the other direction, rank nothing here: as
         // Lightning, whose state is keyed by monitor and mode, the files stay as they are.

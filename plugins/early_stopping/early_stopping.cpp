@@ -21,8 +21,9 @@ public:
     static constexpr const char* version = "1.3.0";
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
-    // 2: the monitor and mode the best score was taken by come first.
-    static constexpr std::uint32_t state_version = 2;
+    // Since 1.3.0 the state ends with the monitor and mode the best score was taken
+    // by; a state saved before, without them, is read as taken by this run's.
+    static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
@@ -85,19 +86,24 @@ public:
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
-        out.put_string(monitor_);
-        out.put<std::uint8_t>(maximize_ ? 1 : 0);
         out.put(best_);
         out.put(wait_);
         out.put(best_epoch_);
+        out.put_string(monitor_);
+        out.put<std::uint8_t>(maximize_ ? 1 : 0);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
-        const std::string monitor = in.get_string();
-        const auto mode = in.get<std::uint8_t>();
-        if (mode > 1) throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
         const auto best = in.get<double>();
         const auto wait = in.get<std::int64_t>();
         const auto best_epoch = in.get<std::uint32_t>();
+        std::string monitor = monitor_;
+        std::uint8_t mode = maximize_ ? 1 : 0;
+        if (in.remaining() > 0) {  // absent from a state saved before version 1.3.0
+            monitor = in.get_string();
+            mode = in.get<std::uint8_t>();
+            if (mode > 1)
+                throw std::runtime_error("saved state has mode " + std::to_string(mode) + ", neither min (0) nor max (1)");
+        }
         // Both count epochs, of which a run has at most a million; a NaN best would make
         // every later value no improvement.
         if (std::isnan(best)) throw std::runtime_error("saved state has a NaN best score");

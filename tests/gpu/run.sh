@@ -44,7 +44,7 @@ within_budget() {  # stage name, command...
   local stage=$1 left=$((deadline - SECONDS)) rc
   shift
   if ((left < 5)); then fail "$stage: not run, the 6-minute budget is spent"; return 124; fi
-  timeout "$left" "$@"
+  timeout -k 10 "$left" "$@"  # -k: trainhost takes a TERM as an interrupt, ending only after its step
   rc=$?
   ((rc == 124)) && fail "$stage: killed after ${left} s, at the end of the 6-minute budget"
   return "$rc"
@@ -189,7 +189,7 @@ elif ((left < 30)); then
   log "memcheck: not run, ${left} s left of the budget"
 else
   started=$SECONDS
-  th timeout "$left" "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 \
+  th timeout -k 10 "$left" "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 \
     build-gpu/tests/trainhost_tests "[memcheck]" -r compact >"$logs/memcheck.log" 2>&1
   rc=$?
   # Under gVisor the tool says so and the program then fails its first allocation.

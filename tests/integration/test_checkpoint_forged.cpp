@@ -389,13 +389,6 @@ public:
         bytes_.insert(bytes_.end(), text.begin(), text.end());
         return *this;
     }
-    // The header of the checkpoint and early_stopping plugins' states: the monitor and
-    // the mode (0 min, 1 max) that ranked what follows.
-    static StateBytes ranked_by(const std::string& monitor, std::uint8_t mode = 0) {
-        StateBytes state;
-        state.put_string(monitor).put(mode);
-        return state;
-    }
     // `data` with this as the state of `plugin`.
     [[nodiscard]] trainhost::checkpoint::CheckpointData as_state_of(const std::string& plugin,
                                                                     trainhost::checkpoint::CheckpointData data) const {
@@ -418,7 +411,7 @@ TEST_CASE("a checkpoint plugin state that counts more kept files than it holds i
     Saved saved;
     for (const std::uint64_t count : {std::uint64_t{1} << 31, std::uint64_t{1} << 62, ~std::uint64_t{0}}) {
         DYNAMIC_SECTION("count " << count) {
-            auto run = saved.resume(StateBytes::ranked_by("").put(count).put<std::uint64_t>(0).as_state_of("checkpoint", saved.data()));
+            auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_state_of("checkpoint", saved.data()));
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
                                          "saved state: saved state is truncated: it lists " + std::to_string(count) +
@@ -441,7 +434,7 @@ TEST_CASE("an early_stopping state with a NaN best or an impossible count of epo
     };
     for (const auto& [best, wait, best_epoch, message] : cases) {
         DYNAMIC_SECTION(message) {
-            auto run = saved.resume(StateBytes::ranked_by("val_loss").put(best).put(wait).put(best_epoch).as_state_of("early_stopping", saved.data()));
+            auto run = saved.resume(StateBytes().put(best).put(wait).put(best_epoch).as_state_of("early_stopping", saved.data()));
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'early_stopping' refused its "
                                          "saved state: " + message + "\n"));
@@ -449,11 +442,33 @@ TEST_CASE("an early_stopping state with a NaN best or an impossible count of epo
     }
 }
 
+TEST_CASE("a checkpoint or early_stopping state whose mode is neither min nor max is refused", "[checkpoint][state]") {
+    Saved saved;
+    const std::string error = "error: " + saved.forged_path().string() + ": plugin '";
+    const std::string mode_7 = "' refused its saved state: saved state has mode 7, neither min (0) nor max (1)\n";
+    auto checkpoint = saved.resume(
+        StateBytes().put<std::uint64_t>(0).put<std::uint64_t>(2).put_string("").put<std::uint8_t>(7).as_state_of(
+            "checkpoint", saved.data()));
+    CHECK(checkpoint.exit_code == 1);
+    CHECK_THAT(checkpoint.err, Contains(error + "checkpoint" + mode_7));
+    auto early_stopping = saved.resume(StateBytes()
+                                           .put(0.5)
+                                           .put<std::int64_t>(0)
+                                           .put<std::uint32_t>(0)
+                                           .put_string("val_loss")
+                                           .put<std::uint8_t>(7)
+                                           .as_state_of("early_stopping", saved.data()));
+    CHECK(early_stopping.exit_code == 1);
+    CHECK_THAT(early_stopping.err, Contains(error + "early_stopping" + mode_7));
+}
+
 namespace {
 
 // The checkpoint plugin's state keeping `path` alone, ranked below anything it saves next.
 StateBytes keeping(const fs::path& path) {
-    return std::move(StateBytes::ranked_by("").put<std::uint64_t>(1).put(-1.0).put_string(path.string()).put<std::uint64_t>(2));
+    // As plugin version 1.0 saved it, without the monitor and mode at the end: read as
+    // ranked by the resuming run's.
+    return std::move(StateBytes().put<std::uint64_t>(1).put(-1.0).put_string(path.string()).put<std::uint64_t>(2));
 }
 
 }  // namespace

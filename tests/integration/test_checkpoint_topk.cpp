@@ -232,4 +232,12 @@ TEST_CASE("every_n_epochs and every_n_train_steps exclude each other, as in Ligh
     CHECK_THAT(run.err, Contains("every_n_epochs = 2 and every_n_train_steps = 1 exclude each other: with "
                                  "every_n_train_steps, saves come only every n steps"));
     CHECK_FALSE(fs::exists(dir.path() / "ckpt"));
+    SECTION("every_n_epochs = 0, never at epoch ends, agrees with a step schedule") {
+        auto steps_only = dir.write("steps.toml", tiny_config(1, checkpoint_table(dir.path() / "ckpt", "every_n_epochs = 0\n"
+                                                                                                      "every_n_train_steps = 1\n"
+                                                                                                      "save_top_k = -1\n")));
+        REQUIRE(run_trainhost({"--config", steps_only.string()}).exit_code == 0);
+        CHECK(files_in(dir.path() / "ckpt") ==
+              std::vector<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors", "last.safetensors"});
+    }
 }

@@ -191,6 +191,10 @@ TEST_CASE("an empty --option= value is checked as empty, whatever follows it", "
                                       {{"--resume=", "--verbose"}, "--resume: needs a path, not ''"},
                                       {{"--epochs=", "--seed", "3"}, "--epochs: '' is not an integer"}},
                                      {"--config", config});
+    // A flag's "--verbose=" is left to CLI11, which takes it as the flag.
+    auto flag = run_trainhost({"--config", config, "--epochs", "0", "--verbose="});
+    CHECK(flag.exit_code == 0);
+    CHECK_THAT(flag.out, Contains("cpu threads: "));
     auto junit = run_trainhost({"validate", "progress", "--junit=", "--strictness", "1"});
     CHECK(junit.exit_code == 1);
     CHECK(junit.err == test_support::usage_error("--junit: needs a path, not ''"));

@@ -62,6 +62,16 @@ TEST_CASE("a plugin reads the gradients the optimizer steps with, and clipping c
     }
 }
 
+TEST_CASE("the learning rate of a fit that failed before its optimizer was built is refused, not a crash", "[lr][abi14]") {
+    TempDir dir;
+    std::string text = tiny_config(1);
+    text.replace(text.find("loss = \"bce_with_logits\""), 24, "loss = \"cross_entropy\"");  // no labels in this data
+    auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), "--plugins=" + test_plugin("test_grad_tools")});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("grad_tools: lr_get: there is no optimizer: the fit failed before it was built"));
+    CHECK_THAT(run.last_line(), Contains("resources: clean"));
+}
+
 TEST_CASE("a warmup plugin sets the learning rate each step", "[lr][abi14]") {
     TempDir dir;
     const auto report = dir.path() / "r.json";
@@ -87,6 +97,13 @@ TEST_CASE("the learning rate a plugin set goes on after a resume, unless the con
                                                            tools_table("set_lr = 0.05\n")));
     REQUIRE(run_trainhost({"--config", first.string(), tools, "--epochs", "1"}).exit_code == 0);
     const std::string last = (ckpt / "last.safetensors").string();
+    SECTION("a rate a plugin sets is in the config's range") {
+        // 2000 is past [optimizer] lr's 1000: refused, failing the hook.
+        auto high = dir.write("high.toml", sgd_config(1, 0.1, tools_table("set_lr = 2000.0\n")));
+        auto run = run_trainhost({"--config", high.string(), "--plugins=" + test_plugin("test_grad_tools")});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("plugin 'test_grad_tools' failed in setup: lr_set: a learning rate is in [0, 1000], as the config's, not 2000"));
+    }
     SECTION("the same config: the plugin's rate") {
         // The resumed run's plugin sets nothing: the rate comes from the checkpoint.
         auto resumed = dir.write("resumed.toml", sgd_config(2, 0.1, checkpoint_runs::checkpoint_table(ckpt)));

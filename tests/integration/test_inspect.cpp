@@ -42,7 +42,7 @@ TEST_CASE("inspect shows a built-in plugin's declarations and every option with 
     CHECK_THAT(line_starting(run.out, "before:"), Contains("-"));
     CHECK_THAT(line_starting(run.out, "reads:"), Contains("metrics"));
     CHECK_THAT(line_starting(run.out, "writes:"), Contains("-"));
-    CHECK_THAT(line_starting(run.out, "state:"), Contains("version 2") && Contains("saved in checkpoints"));
+    CHECK_THAT(line_starting(run.out, "state:"), Contains("version 1") && Contains("saved in checkpoints"));
     CHECK_THAT(line_starting(run.out, "hooks:"), Contains("epoch_end"));
     CHECK_THAT(line_starting(run.out, "  name "), Contains("type") && Contains("default") && Contains("doc"));
     CHECK_THAT(line_starting(run.out, "  monitor "), Contains("string") && Contains("\"val_loss\"") &&

@@ -1,6 +1,7 @@
 // The gradients and the learning rate of ABI 1.4, used as Lightning's callbacks use
 // them: a linear learning-rate warmup, clipping by global norm, the norm logged, and
-// a check that the optimizer stepped with exactly the gradients a plugin read.
+// a check that the optimizer stepped with exactly the gradients a plugin read, and
+// the learning rate read at teardown, also where the fit failed before it had one.
 #include <trainhost/sdk.hpp>
 
 #include <algorithm>
@@ -77,6 +78,15 @@ public:
     }
 
     void on_epoch_end(Context& ctx) override { ctx.set_metric("grad_tools.lr", ctx.learning_rate()); }
+
+    // Also after a fit that failed before its optimizer was built: refused, not a crash.
+    void on_teardown(Context& ctx) override {
+        try {
+            ctx.info("grad_tools: learning rate at teardown " + std::to_string(ctx.learning_rate()));
+        } catch (const trainhost::sdk::Error& e) {
+            ctx.info(std::string("grad_tools: ") + e.what());
+        }
+    }
 
 private:
     static double global_norm(const Context& ctx) {

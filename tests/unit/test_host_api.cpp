@@ -139,7 +139,7 @@ TEST_CASE("gradients and the learning rate are reached in their phases and as de
     SECTION("the learning rate: finite and not negative") {
         double lr = 0;
         REQUIRE(api.lr_get(&host.raw, &lr) == TH_OK);
-        for (const double bad : {-0.1, std::nan(""), HUGE_VAL}) CHECK(api.lr_set(&host.raw, bad) == TH_INVALID_ARGUMENT);
+        for (const double bad : {-0.1, 1000.5, std::nan(""), HUGE_VAL}) CHECK(api.lr_set(&host.raw, bad) == TH_INVALID_ARGUMENT);
         REQUIRE(api.lr_set(&host.raw, 0.25) == TH_OK);
         REQUIRE(api.lr_get(&host.raw, &lr) == TH_OK);
         CHECK(lr == 0.25);
@@ -182,4 +182,35 @@ TEST_CASE("an option read with the getter of another type names its declared typ
     CHECK(options.get_float("rate") == 0.5);
     CHECK_THROWS_WITH(options.get_int("rate"), "option 'rate' is declared as a float: read it with get_float");
     CHECK_THROWS_WITH(options.get_int("steps"), "option 'steps' is not declared by this plugin");
+}
+
+namespace {
+
+class Minimal final : public sdk::Callback {
+public:
+    static constexpr const char* name = "minimal";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "makes no call of ABI 1.4";
+    Minimal(sdk::Context&, const sdk::Options&) {}
+};
+
+}  // namespace
+
+TEST_CASE("an SDK plugin that makes no call of ABI 1.4 is created by a 1.3 host, not by a shorter one", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    const th_plugin_entry* entry = sdk::detail::entry_for<Minimal>();
+    th_host_api api = plugin::host_api();
+    api.abi_minor = 3;
+    api.struct_size = offsetof(th_host_api, grad_read);  // a 1.3 host's table
+    th_hook_result result{};
+    void* instance = nullptr;
+    REQUIRE(entry->create(&api, &host.raw, nullptr, 0, &instance, &result) == TH_OK);
+    REQUIRE(instance != nullptr);
+    entry->destroy(instance);
+    api.struct_size = offsetof(th_host_api, save_checkpoint);  // shorter than ABI 1.0's
+    instance = nullptr;
+    CHECK(entry->create(&api, &host.raw, nullptr, 0, &instance, &result) != TH_OK);
+    CHECK(instance == nullptr);
+    CHECK_THAT(result.message, Catch::Contains("host offers an incompatible host API (plugin needs ABI 1.x with at least "
+                                               "ABI 1.0's calls)"));
 }

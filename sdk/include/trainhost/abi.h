@@ -296,7 +296,8 @@ typedef struct th_host_api {
     th_status (*grad_read)(th_host* host, uint32_t index, float* dst, uint64_t count);
     th_status (*grad_scale)(th_host* host, uint32_t index, float factor);
     /* The optimizer's learning rate: read in any hook, set (a change to "lr") from
-     * setup to epoch_end, finite and >= 0, for the optimizer steps that follow.
+     * setup to epoch_end, in [0, 1000] as the config's, for the optimizer steps that
+     * follow; TH_UNSUPPORTED where the fit failed before its optimizer was built.
      * Checkpoints save it; a resume starts from the saved one. */
     th_status (*lr_get)(th_host* host, double* out);
     th_status (*lr_set)(th_host* host, double lr);
