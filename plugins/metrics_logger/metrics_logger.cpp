@@ -2,7 +2,7 @@
 // Lines, each row flushed as it is written so a crash loses nothing already logged.
 //
 // Files: <dir>/<prefix>.csv and <dir>/<prefix>.jsonl, one pair per run. The first fit
-// truncates them; later fits of --repeat N and a fit resumed from a checkpoint append
+// truncates them (with a warning where they held rows); later fits of --repeat N and a fit resumed from a checkpoint append
 // (the `fit` column tells repeats apart; rows the interrupted run logged after its
 // checkpoint stay, so a step may appear twice, the later row being the one that counts).
 //
@@ -136,7 +136,7 @@ private:
 class MetricsLogger final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "metrics_logger";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";
     static constexpr const char* description = "every metric per step and per epoch to CSV and JSON Lines";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
@@ -169,6 +169,11 @@ public:
         fs::create_directories(dir_, error);
         if (error) throw std::runtime_error("cannot create directory '" + dir_ + "': " + error.message());
         const std::string stem = (fs::path(dir_) / prefix_).string();
+        // A new run starts the files afresh: say so where that drops an earlier run's rows.
+        for (const auto& [wanted, path] : {std::pair{csv_wanted_, stem + ".csv"}, std::pair{jsonl_wanted_, stem + ".jsonl"}})
+            if (wanted && !append && fs::file_size(path, error) > 0 && !error)
+                ctx.warn(path + " holds an earlier run's rows; this run writes it afresh (another dir or prefix keeps both)");
+        error.clear();
         if (csv_wanted_) {
             const std::string path = stem + ".csv";
             if (append && fs::exists(path)) {

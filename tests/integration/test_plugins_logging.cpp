@@ -273,3 +273,18 @@ TEST_CASE("metrics_logger and memory_monitor refuse option values they cannot us
         }
     }
 }
+
+TEST_CASE("metrics_logger says when a new run writes over an earlier run's files", "[plugins][metrics_logger]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.metrics_logger]\ndir = \"" + (dir.path() / "logs").string() +
+                                                           "\"\n"));
+    auto first = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+    REQUIRE(first.exit_code == 0);
+    CHECK_THAT(first.err, !Contains("earlier run"));
+    auto second = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+    REQUIRE(second.exit_code == 0);
+    for (const char* file : {"metrics.csv", "metrics.jsonl"})
+        CHECK_THAT(second.err, Contains("warning: [metrics_logger] " + (dir.path() / "logs" / file).string() +
+                                        " holds an earlier run's rows; this run writes it afresh (another dir or prefix "
+                                        "keeps both)\n"));
+}
