@@ -59,7 +59,7 @@ void print_text(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
     std::vector<Row> rows{{"name", "type", "default", "doc"}};
     for (std::uint32_t i = 0; i < e.option_count; ++i) {
         const th_option_spec& spec = e.options[i];
-        rows.push_back({text_or(spec.name, "(unnamed)"), plugin::option_type_name(spec.type),
+        rows.push_back({text_or(spec.name, "(unnamed)"), option_type_name(spec.type),
                         spec.default_value ? spec.default_value : "(required)", text_or(spec.doc, "")});
     }
     std::size_t name_width = 0, type_width = 0, default_width = 0;
@@ -96,7 +96,7 @@ void print_json(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
     for (std::uint32_t i = 0; i < e.option_count; ++i) {
         const th_option_spec& spec = e.options[i];
         j["options"].push_back({{"name", text_or(spec.name, "")},
-                                {"type", plugin::option_type_name(spec.type)},
+                                {"type", option_type_name(spec.type)},
                                 {"default", spec.default_value ? nlohmann::ordered_json(spec.default_value) : nullptr},
                                 {"required", spec.default_value == nullptr},
                                 {"doc", text_or(spec.doc, "")}});

@@ -330,14 +330,14 @@ void Session::restore_learning_rate(const checkpoint::CheckpointData& data, cons
     };
     const std::optional<double> saved = learning_rate("trainer.lr");
     if (!saved) return;
+    const double configured_then = learning_rate("trainer.configured_lr").value_or(*saved);
     const double configured = options_.config.optimizer.lr;
-    if (learning_rate("trainer.configured_lr").value_or(*saved) == configured) {
+    if (configured_then == configured)
         fit_->optimizer->set_learning_rate(*saved);
-    } else if (*saved != configured) {
+    else if (*saved != configured)
         err_ << fmt::format("warning: {}: saved at learning rate {}, under a configured {}; this run configures {} "
                             "and starts from it\n",
-                            file, *saved, learning_rate("trainer.configured_lr").value_or(*saved), configured);
-    }
+                            file, *saved, configured_then, configured);
 }
 
 // checkpoint's state, and the loop starts where the checkpoint left off.

@@ -174,9 +174,9 @@ th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
 }
 
 // `changes`: the declared name the call writes ("params"), empty for a read.
-th_status param_copy(th_host* host, const char* what, std::string_view changes, std::uint32_t index,
+th_status param_copy(th_host* host, const char* what, PhaseWindow window, std::string_view changes, std::uint32_t index,
                      std::uint64_t count, auto&& copy) {
-    return guarded(host, what, kAnyHook, [&] {
+    return guarded(host, what, window, [&] {
         if (!changes.empty())
             if (th_status s = check_declared_write(host, what, changes); s != TH_OK) return s;
         ParamAccess storage;
@@ -192,7 +192,7 @@ th_status param_copy(th_host* host, const char* what, std::string_view changes, 
 
 th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
     if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_read needs a buffer");
-    return param_copy(host, "param_read", std::string_view(), index, count,
+    return param_copy(host, "param_read", kAnyHook, std::string_view(), index, count,
                     [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.data, count * sizeof(float));
     });
@@ -200,7 +200,7 @@ th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64
 
 th_status param_write(th_host* host, std::uint32_t index, const float* src, std::uint64_t count) {
     if (host != nullptr && src == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_write needs a buffer");
-    return param_copy(host, "param_write", kParamsName, index, count,
+    return param_copy(host, "param_write", kAnyHook, kParamsName, index, count,
                     [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_from_host(p.data, src, count * sizeof(float));
     });
@@ -447,15 +447,9 @@ th_status fill(th_host* host, th_handle buffer, float value) {
 
 th_status grad_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
     if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "grad_read needs a buffer");
-    return guarded(host, "grad_read", kGradients, [&] {
-        ParamAccess storage;
-        ParamAccess* param = find_param(host, index, storage);
-        if (!param) return TH_INVALID_ARGUMENT;
-        if (count != param->numel)
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("parameter {} has {} elements, the buffer {}",
-                                                               *param->name, param->numel, count));
-        host->services->ledger().device(param->device).memory().copy_to_host(dst, param->grad, count * sizeof(float));
-        return TH_OK;
+    return param_copy(host, "grad_read", kGradients, std::string_view(), index, count,
+                      [&](ParamAccess& p, device::MemoryResource& memory) {
+        memory.copy_to_host(dst, p.grad, count * sizeof(float));
     });
 }
 

@@ -46,6 +46,4 @@ inline constexpr const char* kHostOptionKeys[] = {"device_memory_limit"};
 [[nodiscard]] OptionValues validate_options(const th_plugin_entry& entry, const toml::table* table,
                                             const std::filesystem::path& file);
 
-using trainhost::option_type_name;
-
 }  // namespace trainhost::plugin

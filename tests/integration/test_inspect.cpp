@@ -60,7 +60,7 @@ TEST_CASE("inspect shows a built-in plugin's declarations and every option with 
         const std::string line = line_starting(run.out, "  " + std::string(spec.name) + " ");
         INFO("option " << spec.name << ": '" << line << "'");
         REQUIRE(!line.empty());
-        const auto type_at = line.find(std::string("  ") + trainhost::plugin::option_type_name(spec.type) + " ");
+        const auto type_at = line.find(std::string("  ") + trainhost::option_type_name(spec.type) + " ");
         const auto default_at = line.find(spec.default_value, type_at);
         const auto doc_at = line.find(spec.doc, default_at);
         CHECK(type_at != std::string::npos);

@@ -130,9 +130,6 @@ constexpr std::uint32_t state_version_of() {
     else return 0;
 }
 
-// The host API table up to its last call of ABI 1.0 (to 1.3 it did not grow).
-inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
-
 template <typename T>
 th_status create(const th_host_api* api, th_host* host, const th_option_value* values,
                  std::uint32_t value_count, void** instance, th_hook_result* result) noexcept {

@@ -53,6 +53,11 @@ public:
     explicit OptionError(const std::string& message) : Error(TH_INVALID_ARGUMENT, message) {}
 };
 
+// How far th_host_api reaches in a host of each minor that grew it (it did not grow
+// from 1.0 to 1.3): a plugin touches only the calls inside the size the host declares.
+inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
+inline constexpr std::size_t kHostApiOf14 = offsetof(th_host_api, lr_set) + sizeof(th_host_api::lr_set);
+
 // The pair every host call needs; passed by value, it is two pointers.
 class HostLink {
 public:
@@ -63,16 +68,13 @@ public:
     void check(th_status status, const char* what) const {
         if (status != TH_OK) throw Error(status, std::string(what) + ": " + api_->last_error(host_));
     }
-    // A host older than the ABI minor that added a call offers a shorter table: the
-    // call is refused as unsupported instead of read past the table's end.
-    template <typename Function>
-    [[nodiscard]] Function offered(Function th_host_api::*call, std::size_t call_offset, const char* what,
-                                   int since_minor) const {
-        if (api_->struct_size < call_offset + sizeof(Function) || api_->*call == nullptr)
-            throw Error(TH_UNSUPPORTED, std::string(what) + ": needs a host of ABI 1." + std::to_string(since_minor) +
-                                            " or newer; this one speaks " + std::to_string(api_->abi_major) + "." +
-                                            std::to_string(api_->abi_minor));
-        return api_->*call;
+    // A host older than the minor that added a call offers a shorter table: the call
+    // is refused as unsupported instead of read past the table's end. `table_end` is
+    // kHostApiOf<minor>.
+    void require(std::size_t table_end, const char* minor, const char* what) const {
+        if (api_->struct_size < table_end)
+            throw Error(TH_UNSUPPORTED, std::string(what) + ": needs a host of ABI " + minor + " or newer; this one speaks " +
+                                            std::to_string(api_->abi_major) + "." + std::to_string(api_->abi_minor));
     }
 
 private:
@@ -251,27 +253,27 @@ public:
 
     // The batch's gradients, in on_after_backward and on_before_optimizer_step (ABI 1.4).
     [[nodiscard]] std::vector<float> read_grad(std::uint32_t index) const {
-        const auto grad_read = link_.offered(&th_host_api::grad_read, offsetof(th_host_api, grad_read), "read_grad", 4);
+        link_.require(kHostApiOf14, "1.4", "read_grad");
         std::vector<float> values(param(index).numel);
-        link_.check(grad_read(link_.host(), index, values.data(), values.size()), "grad_read");
+        link_.check(link_.api().grad_read(link_.host(), index, values.data(), values.size()), "grad_read");
         return values;
     }
     // grad *= factor, on the device (clipping by norm); declare "grads" in `writes`.
     void scale_grad(std::uint32_t index, float factor) {
-        const auto grad_scale = link_.offered(&th_host_api::grad_scale, offsetof(th_host_api, grad_scale), "scale_grad", 4);
-        link_.check(grad_scale(link_.host(), index, factor), "grad_scale");
+        link_.require(kHostApiOf14, "1.4", "scale_grad");
+        link_.check(link_.api().grad_scale(link_.host(), index, factor), "grad_scale");
     }
     // The optimizer's learning rate (ABI 1.4); setting it, from on_setup to
     // on_epoch_end, wants "lr" in `writes` and holds for the steps that follow.
     [[nodiscard]] double learning_rate() const {
-        const auto lr_get = link_.offered(&th_host_api::lr_get, offsetof(th_host_api, lr_get), "learning_rate", 4);
+        link_.require(kHostApiOf14, "1.4", "learning_rate");
         double lr = 0;
-        link_.check(lr_get(link_.host(), &lr), "lr_get");
+        link_.check(link_.api().lr_get(link_.host(), &lr), "lr_get");
         return lr;
     }
     void set_learning_rate(double lr) {
-        const auto lr_set = link_.offered(&th_host_api::lr_set, offsetof(th_host_api, lr_set), "set_learning_rate", 4);
-        link_.check(lr_set(link_.host(), lr), "lr_set");
+        link_.require(kHostApiOf14, "1.4", "set_learning_rate");
+        link_.check(link_.api().lr_set(link_.host(), lr), "lr_set");
     }
 
     // Device memory owned by this plugin, to be given back before `scope` ends.
