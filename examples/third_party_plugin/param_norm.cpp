@@ -34,7 +34,9 @@ public:
     };
 
     // Options arrive typed and checked against the schema; the constructor checks
-    // what a schema cannot say. Throwing here refuses the plugin (exit 2), naming it.
+    // what a schema cannot say. An OptionError here refuses the plugin's options
+    // (exit 1, as any bad config), naming it; any other exception refuses the plugin
+    // (exit 2).
     ParamNorm(Context&, const Options& options)
         : every_n_epochs_(options.get_int("every_n_epochs")), log_(options.get_bool("log")),
           warn_above_(options.get_float("warn_above")) {

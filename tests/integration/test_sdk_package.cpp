@@ -111,6 +111,12 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
         CHECK_THAT(inspect.out, Contains("file:        " + plugin.string()));
         CHECK_THAT(inspect.out, Contains("every_n_epochs") && Contains("warn_above"));
     }
+    {  // and passes the installed conformance suite at its strictest, as the example's README says
+        auto validate = run({trainhost.string(), "validate", plugin.string(), "--strictness", "10"});
+        INFO(validate.out << validate.err);
+        CHECK(validate.exit_code == 0);
+        CHECK_THAT(validate.out, Contains("SKIP  state_roundtrip") && Contains(", 0 failed, 1 skipped"));
+    }
 }
 
 // What the loader would refuse at load, a plugin built with the SDK cannot compile.
