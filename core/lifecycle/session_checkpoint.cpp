@@ -295,6 +295,20 @@ void Session::restore_weights() {
 
 void Session::restore_parameters(const checkpoint::CheckpointData& data, const std::string& file) {
     device::MemoryResource& memory = model_device_ref().memory();
+    // Strict, as torch's load_state_dict: a parameter the model lacks means another
+    // model, whose layers would otherwise be loaded by name into the wrong places.
+    std::vector<std::string> unexpected;
+    for (const checkpoint::TensorEntry& tensor : data.tensors) {
+        if (!tensor.name.starts_with("param/")) continue;
+        const std::string name = tensor.name.substr(std::string_view("param/").size());
+        const auto& params = fit_->model->parameters();
+        if (std::none_of(params.begin(), params.end(), [&](const nn::Parameter* p) { return p->name == name; }))
+            unexpected.push_back(name);
+    }
+    if (!unexpected.empty())
+        throw ConfigError(fmt::format("{}: the checkpoint has {} parameter(s) this model lacks ({}{}): was it saved "
+                                      "from another model?",
+                                      file, unexpected.size(), unexpected.front(), unexpected.size() > 1 ? ", ..." : ""));
     for (const nn::Parameter* p : fit_->model->parameters()) {
         const checkpoint::TensorEntry* saved = data.find("param/" + p->name);
         if (saved == nullptr)

@@ -303,6 +303,26 @@ TEST_CASE("a resume with another optimizer or another model is refused naming bo
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("last.safetensors: parameter dense0.weight is F32 [4, 8] in the checkpoint, the "
                                  "model's is F32 [5, 8]"));
+    // A deeper model's checkpoint holds every parameter of a shallower one by name and
+    // shape: its extra layer is what gives it away, for --resume and --weights alike.
+    const std::string layers = "layers = [ { type = \"dense\", units = 4 }, { type = \"tanh\" }, { type = \"dense\", units = 8 } ]";
+    std::string deeper = text;
+    deeper.replace(deeper.find(layers), layers.size(),
+                   "layers = [ { type = \"dense\", units = 8 }, { type = \"tanh\" }, { type = \"dense\", units = 8 }, "
+                   "{ type = \"tanh\" }, { type = \"dense\", units = 8 } ]");
+    const auto deeper_dir = dir.path() / "deeper";
+    deeper.replace(deeper.find(ckpt.string()), ckpt.string().size(), deeper_dir.string());
+    REQUIRE(run_trainhost({"--config", dir.write("deeper.toml", deeper).string()}).exit_code == 0);
+    std::string shallower = text;
+    shallower.replace(shallower.find(layers), layers.size(), "layers = [ { type = \"dense\", units = 8 } ]");
+    const std::string shallower_config = dir.write("shallower.toml", shallower).string();
+    for (const char* flag : {"--resume", "--weights"}) {
+        INFO(flag);
+        run = run_trainhost({"--config", shallower_config, flag, (deeper_dir / "last.safetensors").string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("last.safetensors: the checkpoint has 4 parameter(s) this model lacks "
+                                     "(dense1.bias, ...): was it saved from another model?"));
+    }
 }
 
 TEST_CASE("a resume whose epochs are all done says there is nothing to train", "[checkpoint][resume]") {
