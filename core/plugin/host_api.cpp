@@ -49,7 +49,12 @@ th_status fail(th_host* host, th_status status, std::string message) {
 // Runs `body` if the phase allows `what`; records the refusal as a misuse otherwise.
 template <typename Body>
 th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& body) noexcept {
-    if (host == nullptr || host->services == nullptr) return TH_INVALID_ARGUMENT;
+    if (host == nullptr) return TH_INVALID_ARGUMENT;
+    if (host->services == nullptr)
+        return fail(host, TH_OUT_OF_PHASE,
+                    fmt::format("{} after the plugin instance ended: a handle or Context kept past it (in a global, "
+                                "say) is dead, and the ledger took back its leases when the instance ended",
+                                what));
     try {
         resources::Ledger& ledger = host->services->ledger();
         Phase phase = ledger.phase();

@@ -3,17 +3,67 @@
 #include "errors.hpp"
 #include "plugin/declarations.hpp"
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <exception>
+#include <deque>
+#include <mutex>
 #include <fmt/format.h>
 
 namespace trainhost::plugin {
 
+namespace {
+
+// A plugin may keep a handle or its Context past its instance, in a global say, and
+// release it when its library is unloaded: for most C++ plugins at exit, after the
+// session is gone. So a th_host is never freed, only retired (services cleared,
+// every call refused), and never reused, so a stale pointer cannot reach a later
+// instance's. The cost is one small struct per instance created.
+th_host& new_host() {
+    static std::mutex mutex;
+    static auto* const hosts = new std::deque<th_host>();  // never destroyed, as above
+    const std::lock_guard lock(mutex);
+    return hosts->emplace_back();
+}
+
+// A destructor that throws ends the process (destructors are noexcept), and no
+// trampoline can catch it; the user is at least told whose it was.
+std::string_view g_destroying;
+
+[[noreturn]] void plugin_destructor_threw() noexcept {
+    std::string what = "an exception that is no std::exception";
+    if (const std::exception_ptr thrown = std::current_exception()) {
+        try {
+            std::rethrow_exception(thrown);
+        } catch (const std::exception& e) {
+            what = e.what();
+        } catch (...) {
+        }
+    }
+    std::fprintf(stderr,
+                 "fatal: plugin '%.*s' threw from its destructor: %s\n(C++ ends the process there, as destructors are "
+                 "noexcept: no verdict or report follows; catch inside the destructor)\n",
+                 static_cast<int>(g_destroying.size()), g_destroying.data(), what.c_str());
+    std::fflush(stderr);
+    std::abort();
+}
+
+}  // namespace
+
 PluginInstance::PluginInstance(std::shared_ptr<PluginLibrary> library, HostServices& services,
                                resources::OwnerId owner, OptionValues options)
-    : library_(std::move(library)), options_(std::move(options)) {
+    : library_(std::move(library)), options_(std::move(options)), host_(new_host()) {
     host_.services = &services;
     host_.owner = owner;
     if (declarations_checked(entry())) host_.declared_writes = split_names(entry().writes);
+}
+
+PluginInstance::~PluginInstance() {
+    destroy();
+    host_.services = nullptr;
+    host_.declared_writes.reset();
+    host_.last_error = std::string();
 }
 
 namespace {
@@ -101,7 +151,11 @@ void PluginInstance::destroy() noexcept {
     if (instance_ == nullptr) return;
     void* instance = instance_;
     instance_ = nullptr;
+    g_destroying = name();
+    const std::terminate_handler previous = std::set_terminate(&plugin_destructor_threw);
     entry().destroy(instance);
+    std::set_terminate(previous);
+    g_destroying = {};
 }
 
 }  // namespace trainhost::plugin

@@ -24,7 +24,7 @@ public:
                    OptionValues options);
     PluginInstance(const PluginInstance&) = delete;
     PluginInstance& operator=(const PluginInstance&) = delete;
-    ~PluginInstance() { destroy(); }
+    ~PluginInstance();
 
     // Throws PluginLoadError carrying the plugin's own message when it refuses.
     void create();
@@ -46,7 +46,7 @@ public:
 private:
     std::shared_ptr<PluginLibrary> library_;
     OptionValues options_;
-    th_host host_;
+    th_host& host_;  // outlives this instance: see new_host()
     void* instance_ = nullptr;
 };
 

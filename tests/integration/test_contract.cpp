@@ -154,6 +154,29 @@ TEST_CASE("Lightning: pruning copies kept across fits are named at the first fit
                                                                   "failed\n"));
 }
 
+// The SDK's owning buffers in a library-wide cache outlive their instance: cleared
+// at a later fit's setup, or destroyed when the library goes at exit, they release
+// through a host that no longer exists. Each leak is named where it happened; the
+// late releases are refused, and nothing crashes.
+TEST_CASE("owning buffers kept past their instance release through a dead host without a crash", "[contract][failures]") {
+    TempDir dir;
+    const std::string plugin = "--plugins=" + test_plugin("test_pruning_copies");
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_pruning_copies]\ncache = \"buffers\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--repeat", "3", plugin});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_pruning_copies kind=device_memory bytes=128 tag=lottery_originals "
+                                 "scope=plugin acquired_in=setup fit=0"));
+    CHECK_THAT(run.out, Contains("fit 2/3 to 3/3: not run, fit 1 failed\n"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 4 leaks, 0 misuses"));
+
+    auto cleared = dir.write("cleared.toml", tiny_config(1, "\n[resources]\non_violation = \"warn\"\n[plugins.test_pruning_copies]\n"
+                                                            "cache = \"buffers\"\nclear_at_setup = true\n"));
+    run = run_trainhost({"--config", cleared.string(), "--repeat", "3", plugin});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 3/3: 1 epoch"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 12 leaks, 0 misuses (policy warn)"));
+}
+
 TEST_CASE("repeated fits re-create plugins and keep libraries loaded", "[contract][repeat]") {
     TempDir dir;
     auto log = dir.path() / "hooks.log";

@@ -2,6 +2,7 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <sstream>
 
 using Catch::Matchers::Contains;
@@ -143,6 +144,19 @@ TEST_CASE("a plugin that throws in on_exception too fails the run with both erro
     auto lines = test_support::lines_of(test_support::read_file(log));
     CHECK(std::count(lines.begin(), lines.end(), "test_thrower:teardown") == 1);
     CHECK(std::count(lines.begin(), lines.end(), "test_thrower:destroy") == 1);
+}
+
+// No trampoline can catch it (destructors are noexcept): the process ends, but the
+// user learns whose destructor it was and what it threw, and the fit's output is there.
+TEST_CASE("a plugin destructor that throws ends the process naming the plugin", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_thrower]\nhook = \"destructor\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=progress," + test_plugin("test_thrower")});
+    CHECK(run.signal == SIGABRT);
+    CHECK_THAT(run.err, Contains("fatal: plugin 'test_thrower' threw from its destructor: could not flush the log in the "
+                                 "destructor\n(C++ ends the process there, as destructors are noexcept: no verdict or "
+                                 "report follows; catch inside the destructor)\n"));
+    CHECK_THAT(run.out, Contains("epoch 1/1: "));
 }
 
 TEST_CASE("early_stopping refuses a bad mode or an empty monitor or a negative patience", "[lifecycle][plugins][options]") {

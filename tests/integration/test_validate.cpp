@@ -65,6 +65,8 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         {"test_growing_pool", "", {"ledger_clean"}},
         {"test_teardown_leftover", "", {"ledger_clean"}},
         {"test_pruning_copies", "", {"ledger_clean"}},
+        // its owning buffers outlive the validation's instances: a leak, not a crash
+        {"test_pruning_copies", "cache = \"buffers\"", {"ledger_clean"}},
         {"test_resource_user", "", {}},
         {"test_recorder", "", {}},
     };

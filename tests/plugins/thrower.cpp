@@ -19,7 +19,7 @@ public:
     static constexpr const char* description = "fails in a chosen hook";
     static constexpr th_option_spec options[] = {
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
-        {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in"},
+        {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in, or destructor (throw from it)"},
         {"how", TH_OPTION_STRING, "\"throw\"",
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
          "hang (never return), crash (abort the process), sigint or sigterm (send the signal to the process and "
@@ -29,6 +29,11 @@ public:
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), hook_(options.get_string("hook")), how_(options.get_string("how")),
           also_in_exception_(options.get_bool("also_in_exception")) {}
+    // hook = "destructor": a flush that throws from the destructor, as a careless
+    // logger's would; C++ ends the process there, and the host must say whose it was.
+    ~Thrower() override {
+        if (hook_ == "destructor") flush();
+    }
 
 protected:
     void after_hook(const std::string& hook) override {
@@ -54,6 +59,8 @@ protected:
     }
 
 private:
+    void flush() const { throw std::runtime_error("could not flush the log in the destructor"); }
+
     std::string hook_;
     std::string how_;
     bool also_in_exception_;
