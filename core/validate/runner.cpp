@@ -2,6 +2,8 @@
 // that kills a child past its time, a line per test, and an optional JUnit file.
 #include "validate/validate.hpp"
 
+#include "config/table_reader.hpp"
+#include "errors.hpp"
 #include "report/output_file.hpp"
 
 #include <cerrno>
@@ -11,6 +13,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <fmt/format.h>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -178,7 +181,24 @@ ValidateOptions with_absolute_paths(ValidateOptions options) {
 
 int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostream& err) {
     namespace fs = std::filesystem;
-    const ValidateOptions options = with_absolute_paths(given);
+    ValidateOptions options = with_absolute_paths(given);
+    // Read and checked once, as training does: a config that is no TOML is the user's
+    // error, not every test's failure, and a pipe (--config <(...)) cannot be read
+    // again by each test's process.
+    std::string config_text;
+    if (!options.config.empty()) {
+        std::ifstream in(options.config, std::ios::binary);
+        if (!in) throw ConfigError(fmt::format("{}: cannot open config file", given.config));
+        std::ostringstream text;
+        text << in.rdbuf();
+        config_text = text.str();
+        try {
+            (void)toml::parse(config_text, given.config);
+        } catch (const toml::parse_error& e) {
+            throw ConfigError(fmt::format("{}: invalid TOML: {}", config::source_position(given.config, e.source()),
+                                          e.description()));
+        }
+    }
     fs::path workdir = fs::temp_directory_path() / fmt::format("trainhost-validate-{}", ::getpid());
     fs::create_directories(workdir);
     struct Cleanup {
@@ -188,6 +208,11 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
             fs::remove_all(dir, ignored);
         }
     } cleanup{workdir};
+    if (std::error_code ec; !config_text.empty() && !fs::is_regular_file(options.config, ec)) {
+        const fs::path copy = workdir / fs::path(options.config).filename();
+        std::ofstream(copy, std::ios::binary) << config_text;
+        options.config = copy.string();
+    }
     out << fmt::format("validating {} at strictness {} (seed {}, {} round{})\n", options.plugin, options.strictness,
                        options.seed, options.repeat, options.repeat == 1 ? "" : "s");
     std::vector<Outcome> outcomes;

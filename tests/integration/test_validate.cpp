@@ -140,6 +140,41 @@ TEST_CASE("validate says a required option needs --config, and passes metadata o
                                  Contains("[plugins.test_bare_required_option] rate: expected a number, found a string"));
 }
 
+// Every test runs the plugin with the --config table: option fuzzing sets one key
+// at a time over it, so a required option stays given.
+TEST_CASE("validate passes a correct plugin with a required option given by --config", "[validate]") {
+    TempDir dir;
+    const std::string plugin = test_plugin("test_required_option");
+    const auto config = dir.write("options.toml", "[plugins.test_required_option]\nfactor = 2.0\n");
+    auto run = run_trainhost({"validate", plugin, "--strictness", "10", "--config", config.string()});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("PASS  option_fuzzing") && Contains(", 0 failed, 1 skipped"));
+}
+
+// Read once in the parent: a config that is no TOML is one usage error, and a pipe
+// serves every test's process.
+TEST_CASE("validate reads --config once: bad TOML is a usage error, a pipe serves every test", "[validate]") {
+    TempDir dir;
+    const std::string plugin = test_plugin("test_required_option");
+    const auto bad = dir.write("bad.toml", "[plugins.test_required_option]\nfactor = \n");
+    auto run = run_trainhost({"validate", plugin, "--config", bad.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("error: " + bad.string() + ":2:"));
+    CHECK_THAT(run.err, Contains(": invalid TOML: "));
+    CHECK(run.out.empty());
+    run = run_trainhost({"validate", plugin, "--config", (dir.path() / "absent.toml").string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("error: --config: File does not exist: ") && Contains("absent.toml"));
+    const auto piped = test_support::run_command(
+        {"bash", "-c",
+         "exec \"$0\" validate \"$1\" --strictness 6 --config <(printf '[plugins.test_required_option]\\nfactor = 2.0\\n')",
+         TRAINHOST_BINARY, plugin});
+    INFO(piped.out << piped.err);
+    CHECK(piped.exit_code == 0);
+    CHECK_THAT(piped.out, Contains("PASS  option_fuzzing") && Contains(", 0 failed"));
+}
+
 TEST_CASE("validate on a plugin that is not there is a load error, as in training, and leaves no report", "[validate]") {
     TempDir dir;
     for (const std::string& plugin : {std::string("no_such_plugin"), (dir.path() / "missing.so").string()}) {
