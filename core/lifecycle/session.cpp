@@ -362,7 +362,12 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
 void Session::build_fit() {
     const config::RunConfig& config = options_.config;
     FitState& fit = *fit_;
-    const std::size_t rows = config.data.batch_size;
+    // Buffers for the largest batch a split gives: a batch_size past every split's
+    // size would size activations for samples that never come. A batch of
+    // min(batch_size, largest split) rows cuts every split as batch_size does.
+    std::size_t largest_split = std::max(train_.count, validation_.count);
+    if (test_) largest_split = std::max(largest_split, test_->count);
+    const std::size_t rows = std::min<std::size_t>(config.data.batch_size, std::max<std::size_t>(largest_split, 1));
     const std::size_t output_width = train_.classes > 0 ? train_.classes : train_.target_width;
     model_device_ = home_device_;
     state_.device = devices_[model_device_]->name().c_str();

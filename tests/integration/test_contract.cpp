@@ -177,6 +177,27 @@ TEST_CASE("owning buffers kept past their instance release through a dead host w
     CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 12 leaks, 0 misuses (policy warn)"));
 }
 
+// batch_size past every split's size is legal (up to 1,048,576) and means one batch
+// per split: the core sizes its buffers for the largest split, not for batch_size.
+TEST_CASE("a batch_size larger than every split costs the memory of the largest split", "[contract][memory]") {
+    TempDir dir;
+    const auto run_with = [&](const std::string& batch_size) {
+        std::string text = tiny_config(2);  // 30 training samples, 10 for validation
+        text.replace(text.find("batch_size = 16"), 15, "batch_size = " + batch_size);
+        const auto report = dir.path() / (batch_size + ".json");
+        auto run = run_trainhost({"--config", dir.write(batch_size + ".toml", text).string(), "--report", report.string()});
+        INFO(run.out << run.err);
+        REQUIRE(run.exit_code == 0);
+        return nlohmann::json::parse(test_support::read_file(report));
+    };
+    const auto exact = run_with("30");
+    const auto huge = run_with("1048576");
+    CHECK(huge["owners"][0]["owner"] == "core");
+    CHECK(huge["owners"][0]["peak_bytes_in_use"] == exact["owners"][0]["peak_bytes_in_use"]);
+    CHECK(huge["fits"][0]["final_metrics"]["val_loss"] == exact["fits"][0]["final_metrics"]["val_loss"]);
+    CHECK(huge["fits"][0]["final_metrics"]["train_loss"] == exact["fits"][0]["final_metrics"]["train_loss"]);
+}
+
 TEST_CASE("repeated fits re-create plugins and keep libraries loaded", "[contract][repeat]") {
     TempDir dir;
     auto log = dir.path() / "hooks.log";
