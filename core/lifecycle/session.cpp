@@ -155,6 +155,12 @@ void Session::load_data() {
     validation_ = std::move(split.validation);
     if (train_.count == 0)
         throw ConfigError(fmt::format("{}: [data] the training split is empty", options_.config.file.string()));
+    // Asked for, but rounded away: no val_* metric will come, and a plugin monitoring
+    // one would fail only once the first epoch ends.
+    if (spec.validation_fraction > 0 && validation_.count == 0)
+        err_ << fmt::format("warning: {}: [data] validation_fraction {} of {} samples rounds to none: this run has no "
+                            "validation split and no val_* metrics\n",
+                            options_.config.file.string(), spec.validation_fraction, all.count);
     state_.train_samples = train_.count;
 }
 

@@ -211,6 +211,16 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         CHECK(run.exit_code == 1);
         CHECK(run.err == "error: " + file + ": [data] the training split is empty\n");
     }
+    SECTION("a validation fraction that rounds to no sample is warned of") {
+        std::string text = tiny_config();
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.01");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("warning: " + file + ": [data] validation_fraction 0.01 of 40 samples rounds to "
+                                     "none: this run has no validation split and no val_* metrics\n"));
+        CHECK_THAT(run.out, !Contains("val_loss"));
+    }
     SECTION("a classification loss on data without labels") {
         std::string text = tiny_config();
         const std::string loss = "loss = \"bce_with_logits\"";
