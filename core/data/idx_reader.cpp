@@ -88,13 +88,9 @@ void require_regular_file(const std::filesystem::path& path, const std::string& 
         throw DataError(fmt::format("{}: is {}, not an IDX file", path_text, kind));
 }
 
-std::uint32_t magic_for_dims(std::size_t dimension_count) {
-    return (std::uint32_t{kIdxTypeUnsignedByte} << 8U) | static_cast<std::uint32_t>(dimension_count & 0xFFU);
-}
-
 }  // namespace
 
-IdxArray read_idx(const std::filesystem::path& path) {
+IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimensions) {
     const std::string path_text = path.string();
     require_regular_file(path, path_text);
 
@@ -127,6 +123,11 @@ IdxArray read_idx(const std::filesystem::path& path) {
     const std::size_t dimension_count = magic_bytes[3];
     if (dimension_count == 0) {
         throw DataError(fmt::format("{}: bad magic 0x{:08X}: zero dimensions", path_text, magic));
+    }
+    if (expected_dimensions != 0 && dimension_count != expected_dimensions) {
+        throw DataError(fmt::format("{}: expected an IDX {} file (magic 0x{:08X}), got magic 0x{:08X}", path_text,
+                                    expected_dimensions == 1 ? "label" : "image",
+                                    expected_dimensions == 1 ? kIdxLabelsMagic : kIdxImagesMagic, magic));
     }
 
     std::vector<std::uint8_t> dim_bytes(4 * dimension_count);
@@ -175,26 +176,35 @@ IdxArray read_idx(const std::filesystem::path& path) {
     return result;
 }
 
+namespace {
+
+// The gzip file as distributed, or the uncompressed one beside it where only that is
+// there; the .gz name otherwise, for the "file not found" message.
+std::filesystem::path idx_file(const std::filesystem::path& dir, const std::string& stem) {
+    std::error_code ec;
+    const std::filesystem::path gzip = dir / (stem + ".gz");
+    const std::filesystem::path plain = dir / stem;
+    return !std::filesystem::exists(gzip, ec) && std::filesystem::exists(plain, ec) ? plain : gzip;
+}
+
+}  // namespace
+
 std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix) {
-    return dir / fmt::format("{}-images-idx3-ubyte.gz", prefix);
+    return idx_file(dir, fmt::format("{}-images-idx3-ubyte", prefix));
 }
 
 Dataset load_idx_classification(const std::filesystem::path& dir, std::string_view prefix, std::size_t classes,
                                 std::size_t limit) {
+    std::error_code ec;
+    if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+        throw DataError(fmt::format("{}: is not a directory ([data] path names the directory of the IDX files)",
+                                    dir.string()));
     const std::filesystem::path images_path = idx_images_path(dir, prefix);
-    const std::filesystem::path labels_path = dir / fmt::format("{}-labels-idx1-ubyte.gz", prefix);
+    const std::filesystem::path labels_path = idx_file(dir, fmt::format("{}-labels-idx1-ubyte", prefix));
     if (classes == 0) throw DataError(fmt::format("{}: classes must be > 0", labels_path.string()));
 
-    const IdxArray images = read_idx(images_path);
-    if (images.dims.size() != 3) {
-        throw DataError(fmt::format("{}: expected an IDX image file (magic 0x{:08X}), got magic 0x{:08X}",
-                                    images_path.string(), kIdxImagesMagic, magic_for_dims(images.dims.size())));
-    }
-    const IdxArray labels = read_idx(labels_path);
-    if (labels.dims.size() != 1) {
-        throw DataError(fmt::format("{}: expected an IDX label file (magic 0x{:08X}), got magic 0x{:08X}",
-                                    labels_path.string(), kIdxLabelsMagic, magic_for_dims(labels.dims.size())));
-    }
+    const IdxArray images = read_idx(images_path, 3);
+    const IdxArray labels = read_idx(labels_path, 1);
 
     const std::size_t file_count = images.dims[0];
     if (labels.dims[0] != file_count) {

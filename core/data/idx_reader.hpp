@@ -39,12 +39,15 @@ struct IdxArray {
 /// Throws DataError for: missing/unreadable file, bad magic, unsupported
 /// element type, zero or oversized dimensions, truncated header or payload,
 /// trailing data, and gzip stream errors (the zlib message is included).
-[[nodiscard]] IdxArray read_idx(const std::filesystem::path& path);
+/// With expected_dimensions (3 for images, 1 for labels), another magic is refused
+/// as the wrong kind of file before its dimensions are read.
+[[nodiscard]] IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimensions = 0);
 
-/// <dir>/<prefix>-images-idx3-ubyte.gz: the image file of a split ("train", "t10k").
+/// <dir>/<prefix>-images-idx3-ubyte.gz, or without .gz where only the uncompressed
+/// file is there (torchvision's raw/ layout): the image file of a split ("train", "t10k").
 [[nodiscard]] std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix);
 
-/// Loads <dir>/<prefix>-images-idx3-ubyte.gz and <dir>/<prefix>-labels-idx1-ubyte.gz
+/// Loads <dir>/<prefix>-images-idx3-ubyte[.gz] and <dir>/<prefix>-labels-idx1-ubyte[.gz]
 /// (prefix "train" or "t10k" for (Fashion-)MNIST). Pixels are scaled by 1/255
 /// into [0,1], sample_shape is {1, rows, cols}. Throws DataError if the image
 /// and label counts differ, a label is >= classes, or classes == 0.

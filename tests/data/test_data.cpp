@@ -346,6 +346,33 @@ TEST_CASE("load_idx_classification validates counts, labels and file kinds", "[d
     write_gz(images, idx_bytes(0x00000801, {4}, {1, 2, 3, 4}));
     CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train"); }),
                Catch::Contains("expected an IDX image file (magic 0x00000803), got magic 0x00000801"));
+    // A label magic over image data: the kind is refused before the dimensions are
+    // taken at their word, not reported as the pixels trailing "200 labels".
+    auto mislabelled = idx_bytes(0x00000803, {4, 2, 2}, random_bytes(16, 52));
+    mislabelled[3] = 0x01;
+    write_gz(images, mislabelled);
+    CHECK(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path(), "train"); }) ==
+          images.string() + ": expected an IDX image file (magic 0x00000803), got magic 0x00000801");
+}
+
+// torchvision's raw/ directory holds the files uncompressed; a .gz beside one wins.
+TEST_CASE("load_idx_classification reads uncompressed files and says when the path is no directory", "[data][idx]") {
+    TempDir dir;
+    const auto pixels = random_bytes(16, 53);
+    write_plain(dir.path() / "train-images-idx3-ubyte", idx_bytes(0x00000803, {4, 2, 2}, pixels));
+    write_plain(dir.path() / "train-labels-idx1-ubyte", idx_bytes(0x00000801, {4}, {3, 1, 4, 1}));
+    const auto plain = trainhost::data::load_idx_classification(dir.path(), "train");
+    CHECK(plain.count == 4);
+    CHECK(plain.labels == std::vector<std::int32_t>{3, 1, 4, 1});
+    CHECK(plain.features[5] == static_cast<float>(pixels[5]) / 255.0f);
+    CHECK(trainhost::data::idx_images_path(dir.path(), "train") == dir.path() / "train-images-idx3-ubyte");
+    write_gz(dir.path() / "train-labels-idx1-ubyte.gz", idx_bytes(0x00000801, {4}, {2, 7, 1, 8}));
+    CHECK(trainhost::data::load_idx_classification(dir.path(), "train").labels == std::vector<std::int32_t>{2, 7, 1, 8});
+    CHECK_THAT(error_of([&] { (void)trainhost::data::load_idx_classification(dir.path() / "nothing", "train"); }),
+               Catch::EndsWith("nothing/train-images-idx3-ubyte.gz: file not found"));
+    const fs::path file = dir.path() / "train-images-idx3-ubyte";
+    CHECK(error_of([&] { (void)trainhost::data::load_idx_classification(file, "train"); }) ==
+          file.string() + ": is not a directory ([data] path names the directory of the IDX files)");
 }
 
 TEST_CASE("subset and split_train_validation", "[data][split]") {
