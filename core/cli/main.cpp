@@ -162,6 +162,10 @@ int list_plugins() {
     for (const fs::path& dir : plugin::plugin_search_path()) {
         std::cout << dir.string() << ":\n";
         std::error_code ec;
+        if (const fs::file_status status = fs::status(dir, ec); !fs::is_directory(status)) {
+            std::cout << (fs::exists(status) ? "  (not a directory)\n" : "  (no such directory)\n");
+            continue;
+        }
         std::vector<fs::path> files;
         for (const auto& item : fs::directory_iterator(dir, ec))
             if (item.path().extension() == ".so") files.push_back(item.path());

@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <optional>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <fmt/format.h>
 #include <sstream>
 #include <tuple>
@@ -72,6 +74,17 @@ std::vector<fs::path> plugin_search_path() {
     return dirs;
 }
 
+namespace {
+
+// "<file> is a link to <target>, which does not exist", or empty.
+std::string dangling_link(const fs::path& file) {
+    std::error_code ec;
+    if (!fs::is_symlink(file, ec) || fs::exists(file, ec)) return {};
+    return fmt::format("{} is a link to {}, which does not exist", file.string(), fs::read_symlink(file, ec).string());
+}
+
+}  // namespace
+
 fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::path>& search_path) {
     const bool is_path = name_or_path.find('/') != std::string_view::npos || name_or_path.ends_with(".so");
     if (is_path) {
@@ -90,14 +103,19 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
         fs::path file = dir / (std::string(name_or_path) + ".so");
         std::error_code ec;  // a name too long for a path is simply not there
         if (fs::is_regular_file(file, ec)) return file;
+        if (const std::string dangling = dangling_link(file); !dangling.empty())
+            throw PluginLoadError(fmt::format("plugin '{}': {}", name_or_path, dangling));
     }
     std::vector<std::string> dirs;
     std::vector<std::string> there;  // the names the search path offers
     for (const fs::path& dir : search_path) {
         dirs.push_back(dir.string());
         std::error_code ec;
-        for (fs::directory_iterator entry(dir, ec), end; !ec && entry != end; entry.increment(ec))
-            if (entry->path().extension() == ".so") there.push_back(entry->path().stem().string());
+        for (fs::directory_iterator entry(dir, ec), end; !ec && entry != end; entry.increment(ec)) {
+            std::error_code ignored;
+            if (entry->path().extension() == ".so" && fs::is_regular_file(entry->path(), ignored))
+                there.push_back(entry->path().stem().string());
+        }
     }
     const std::optional<std::string> meant = nearest_name(name_or_path, there);
     throw PluginLoadError(fmt::format("plugin '{}' not found; searched: {} (add a directory with TRAINHOST_PLUGIN_PATH "
@@ -127,8 +145,13 @@ void require_entry_section(const fs::path& file) {
         boost::dll::library_info info(file);
         symbols = info.symbols(TH_ENTRY_SECTION);
     } catch (const std::exception& e) {
-        throw PluginLoadError(fmt::format("{}: not a plugin: not a shared library this system can read ({})",
-                                          file.string(), e.what()));
+        // Boost.DLL's own text for a file that is not ELF is an iostream error.
+        char magic[4] = {};
+        std::ifstream(file, std::ios::binary).read(magic, sizeof magic);
+        const bool elf = std::memcmp(magic, "\x7f" "ELF", sizeof magic) == 0;
+        throw PluginLoadError(fmt::format("{}: not a plugin: {}", file.string(),
+                                          elf ? fmt::format("an ELF file this system cannot read ({})", e.what())
+                                              : std::string("not a shared library (no ELF header)")));
     }
     if (std::find(symbols.begin(), symbols.end(), TH_ENTRY_SYMBOL) == symbols.end())
         throw PluginLoadError(fmt::format("{}: not a trainhost plugin: no '{}' symbol in section '{}' (was it built "
@@ -182,6 +205,7 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
 }  // namespace
 
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const fs::path& file) {
+    if (const std::string dangling = dangling_link(file); !dangling.empty()) throw PluginLoadError(dangling);
     require_entry_section(file);
     auto library = std::make_unique<boost::dll::shared_library>();
     try {

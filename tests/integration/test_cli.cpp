@@ -333,7 +333,7 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         auto fake = dir.write("fake.so", "this is text, not a library\n");
         auto run = run_trainhost({"--config", config, "--plugins=" + fake.string()});
         CHECK(run.exit_code == 2);
-        CHECK_THAT(run.err, Contains("fake.so: not a plugin"));
+        CHECK_THAT(run.err, Contains("fake.so: not a plugin: not a shared library (no ELF header)\n"));
     }
     SECTION("ABI mismatch names both versions") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
@@ -472,6 +472,29 @@ TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
     auto run = run_trainhost({"list-plugins"});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("progress") && Contains("early_stopping"));
+}
+
+TEST_CASE("list-plugins and inspect say what is wrong with each entry of the search path", "[cli]") {
+    TempDir dir;
+    const std::string plugins = (dir.path() / "plugins").string();
+    std::filesystem::create_directories(plugins);
+    (void)dir.write("plugins/junk.so", "this is text, not a library\n");
+    std::filesystem::create_symlink(dir.path() / "gone.so", dir.path() / "plugins" / "dangling.so");
+    const std::string file = dir.write("file", "").string();
+    const std::string missing = (dir.path() / "missing").string();
+    const std::string env = "export TRAINHOST_PLUGIN_PATH=" + plugins + ":" + missing + ":" + file;
+    auto run = run_trainhost({"list-plugins"}, env);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains(plugins + ":\n  dangling.so          (not loadable: " + plugins + "/dangling.so is a link "
+                                 "to " + (dir.path() / "gone.so").string() + ", which does not exist)\n  junk.so              "
+                                 "(not loadable: " + plugins + "/junk.so: not a plugin: not a shared library (no ELF "
+                                 "header))\n" + missing + ":\n  (no such directory)\n" + file + ":\n  (not a "
+                                 "directory)\n"));
+    // The name of a dangling link is not offered as "did you mean" for itself.
+    run = run_trainhost({"inspect", "dangling"}, env);
+    CHECK(run.exit_code == 2);
+    CHECK(run.err == "error: plugin 'dangling': " + plugins + "/dangling.so is a link to " +
+                         (dir.path() / "gone.so").string() + ", which does not exist\n");
 }
 
 TEST_CASE("a leaking plugin fails the run with exit 3 and is named", "[cli][ledger]") {
