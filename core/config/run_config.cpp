@@ -17,11 +17,10 @@ constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
 LayerSpec read_layer(const toml::table& table, std::size_t index, const std::filesystem::path& file) {
     TableReader reader(table, fmt::format("[[model.layers]] #{}", index + 1), file);
     LayerSpec layer;
-    if (!reader.has("type"))
-        reader.fail("type", "missing (dense, relu, sigmoid, tanh, flatten, dropout, conv2d or max_pool2d)");
+    reader.require("type", "a layer needs one (dense, relu, sigmoid, tanh, flatten, dropout, conv2d or max_pool2d)");
     layer.type = reader.one_of("type", "", {"dense", "relu", "sigmoid", "tanh", "flatten", "dropout", "conv2d", "max_pool2d"});
     if (layer.type == "conv2d") {
-        if (!reader.has("channels")) reader.fail("channels", "missing: a conv2d layer needs its output channels");
+        reader.require("channels", "a conv2d layer needs its output channels");
         layer.units = static_cast<std::size_t>(reader.integer_in("channels", 0, 1, 1 << 16));
         layer.kernel = static_cast<std::size_t>(reader.integer_in("kernel", 3, 1, 64));
         layer.stride = static_cast<std::size_t>(reader.integer_in("stride", 1, 1, 64));
@@ -30,7 +29,7 @@ LayerSpec read_layer(const toml::table& table, std::size_t index, const std::fil
         layer.kernel = static_cast<std::size_t>(reader.integer_in("kernel", 2, 1, 64));
         layer.stride = static_cast<std::size_t>(reader.integer_in("stride", static_cast<std::int64_t>(layer.kernel), 1, 64));
     } else if (layer.type == "dense") {
-        if (!reader.has("units")) reader.fail("units", "missing: a dense layer needs its output width");
+        reader.require("units", "a dense layer needs its output width");
         layer.units = static_cast<std::size_t>(reader.integer_in("units", 0, 1, kMaxWidth));
     } else if (layer.type == "dropout") {
         layer.rate = reader.number_in("rate", 0.5, 0.0, 0.99);

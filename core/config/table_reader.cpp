@@ -53,6 +53,18 @@ void TableReader::wrong_type(std::string_view key, const toml::node& node, std::
 
 bool TableReader::has(std::string_view key) { return lookup(key) != nullptr; }
 
+void TableReader::require(std::string_view key, std::string_view why) {
+    if (has(key)) return;
+    std::vector<std::string> unasked;
+    for (const auto& [name, node] : table_)
+        if (!known_.contains(std::string(name.str()))) unasked.emplace_back(name.str());
+    const std::optional<std::string> typo = nearest_name(key, unasked);
+    if (!typo) fail(key, fmt::format("missing: {}", why));
+    const toml::key& spelt = table_.find(*typo)->first;
+    throw ConfigError(fmt::format("{}: {} {}: missing: {}; is '{}' a misspelling of '{}'?",
+                                  source_position(file_, spelt.source()), where_, key, why, *typo, key));
+}
+
 std::optional<std::int64_t> TableReader::integer(std::string_view key) {
     const toml::node* node = lookup(key);
     if (!node) return std::nullopt;

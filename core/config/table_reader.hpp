@@ -44,6 +44,9 @@ public:
     [[nodiscard]] const std::filesystem::path& file() const noexcept { return file_; }
     [[nodiscard]] std::string position_of(std::string_view key) const;
     [[noreturn]] void fail(std::string_view key, const std::string& message) const;
+    // Fails with "missing: <why>" unless `key` is there; a key in the table that looks
+    // like a misspelling of it ("unit" for "units") is named.
+    void require(std::string_view key, std::string_view why);
 
 private:
     const toml::node* lookup(std::string_view key);

@@ -51,7 +51,17 @@ TEST_CASE("config errors point at the spot", "[config]") {
     CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dens\", units = 10 } ]\n", "r.toml"),
                       Catch::Contains("r.toml:2:21") && Catch::Contains("did you mean \"dense\"?"));
     CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dense\" } ]\n", "r.toml"),
-                      Catch::Contains("units: missing"));
+                      "r.toml:2:12: [[model.layers]] #1 units: missing: a dense layer needs its output width");
+    // A required key misspelt: the misspelling is named where it stands.
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dense\", unit = 16 } ]\n", "r.toml"),
+                      "r.toml:2:30: [[model.layers]] #1 units: missing: a dense layer needs its output width; is "
+                      "'unit' a misspelling of 'units'?");
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"conv2d\", channel = 4 } ]\n", "r.toml"),
+                      Catch::EndsWith("#1 channels: missing: a conv2d layer needs its output channels; is 'channel' a "
+                                      "misspelling of 'channels'?"));
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { typ = \"dense\", units = 4 } ]\n", "r.toml"),
+                      Catch::EndsWith("#1 type: missing: a layer needs one (dense, relu, sigmoid, tanh, flatten, dropout, "
+                                      "conv2d or max_pool2d); is 'typ' a misspelling of 'type'?"));
     CHECK_THROWS_WITH(parse_run_config("epochs = -1\n" + model, "r.toml"),
                       "r.toml:1:10: run config epochs: -1 is out of range [0, 1000000]");
     CHECK_THROWS_WITH(parse_run_config("seed = 1\n", "r.toml"), Catch::Contains("needs a [model] table"));
