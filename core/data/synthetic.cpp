@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <new>
+#include <string>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,14 +24,20 @@ constexpr double kPreActivationClamp = 10.0;
 // which is what makes samples independent of the requested sample count.
 constexpr std::uint64_t kParameterStream = 0;
 
-}  // namespace
+// Refused before anything is allocated where it cannot fit in the machine's memory,
+// and where an allocation fails all the same (a ulimit), with the same message: a
+// bare std::bad_alloc would not say which size was too large.
+[[noreturn]] void too_large(std::size_t samples, std::size_t width, std::size_t latent, const std::string& beyond) {
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    const double data = static_cast<double>(samples) * static_cast<double>(width) * sizeof(float);
+    const double mixing = static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
+    throw DataError(fmt::format("synthetic_autoencoder: out of host memory{}: {} samples of width {} take {:.2f} GiB "
+                                "(twice: features and targets), and the width x latent ({} x {}) mixing matrix {:.2f} GiB",
+                                beyond, samples, width, data / gib, width, latent, mixing / gib));
+}
 
-Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
-    if (width == 0 || latent == 0) {
-        throw DataError(
-            fmt::format("make_synthetic_autoencoder: width ({}) and latent ({}) must be > 0", width, latent));
-    }
-
+// The data itself: mixing and bias drawn from stream 0, each sample from its own.
+Dataset generate(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
     Rng parameter_rng(derive_seed(seed, kParameterStream));
     // Scaling by 1/sqrt(latent) keeps the pre-activation spread independent of
     // the latent size.
@@ -59,6 +68,25 @@ Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::
     }
     dataset.targets = dataset.features;
     return dataset;
+}
+
+}  // namespace
+
+Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
+    if (width == 0 || latent == 0) {
+        throw DataError(
+            fmt::format("make_synthetic_autoencoder: width ({}) and latent ({}) must be > 0", width, latent));
+    }
+    const double needed = static_cast<double>(samples) * static_cast<double>(width) * 2 * sizeof(float) +
+                          static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
+    const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+    if (physical > 0 && needed > physical)
+        too_large(samples, width, latent, fmt::format(" (this machine has {:.2f} GiB)", physical / (1024.0 * 1024.0 * 1024.0)));
+    try {
+        return generate(samples, width, latent, seed);
+    } catch (const std::bad_alloc&) {
+        too_large(samples, width, latent, "");
+    }
 }
 
 }  // namespace trainhost::data

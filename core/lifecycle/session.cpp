@@ -322,6 +322,14 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     } catch (const ConfigError& e) {
         record.failure = e.what();
         record.failure_exit = kExitUsage;
+    } catch (const std::bad_alloc&) {
+        // Host memory (the ledger reports device memory itself, with owner and tag).
+        const Phase phase = ledger_->phase();
+        record.failure = fmt::format("out of host memory (std::bad_alloc) {}: the model or batch_size is too large for "
+                                     "this machine's memory",
+                                     phase == Phase::core ? std::string("while the fit's model and buffers were built")
+                                                          : fmt::format("in phase {}", resources::phase_name(phase)));
+        record.failure_exit = kExitTraining;
     } catch (const std::exception& e) {
         record.failure = e.what();
         record.failure_exit = kExitTraining;

@@ -12,9 +12,16 @@ namespace {
 Tensor uniform_tensor(const LayerContext& context, std::vector<std::size_t> shape, float bound, data::Rng& rng,
                       std::string tag) {
     Tensor tensor(context.ledger, std::move(shape), TH_SCOPE_FIT, std::move(tag), context.device);
-    std::vector<float> host(tensor.numel());
-    for (float& v : host) v = (2.0f * rng.uniform_float() - 1.0f) * bound;
-    context.ledger.device(context.device).memory().copy_from_host(tensor.data(), host.data(), tensor.bytes());
+    // In pieces: a host copy of a whole large weight would double the memory the
+    // model takes while it is built. The values are drawn in the same order.
+    constexpr std::size_t kPiece = std::size_t{1} << 20;
+    std::vector<float> host(std::min(tensor.numel(), kPiece));
+    device::MemoryResource& memory = context.ledger.device(context.device).memory();
+    for (std::size_t first = 0; first < tensor.numel(); first += host.size()) {
+        const std::size_t count = std::min(host.size(), tensor.numel() - first);
+        for (std::size_t i = 0; i < count; ++i) host[i] = (2.0f * rng.uniform_float() - 1.0f) * bound;
+        memory.copy_from_host(tensor.data() + first, host.data(), count * sizeof(float));
+    }
     return tensor;
 }
 

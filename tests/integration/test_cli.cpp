@@ -211,6 +211,18 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         CHECK(run.exit_code == 1);
         CHECK(run.err == "error: " + file + ": [data] the training split is empty\n");
     }
+    SECTION("synthetic data larger than host memory") {
+        std::string text = tiny_config();
+        text.replace(text.find("width = 8"), 9, "width = 16777216");
+        text.replace(text.find("latent = 2"), 10, "latent = 16777216");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});  // refused before it allocates
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: data: synthetic_autoencoder: out of host memory (this machine has ") &&
+                                EndsWith(" GiB): 40 samples of width 16777216 take 2.50 GiB (twice: features and "
+                                         "targets), and the width x latent (16777216 x 16777216) mixing matrix "
+                                         "2097152.00 GiB\n"));
+    }
     SECTION("a validation fraction that rounds to no sample is warned of") {
         std::string text = tiny_config();
         text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.01");
