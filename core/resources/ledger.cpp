@@ -139,6 +139,20 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
 LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
     LeaseRecord* found = live_.find(handle);
     if (found == nullptr) {
+        // A live lease reached through a handle not copied whole (its id alone, say):
+        // diagnosed as what it would be through the whole handle, never used.
+        const LeaseRecord* by_id = nullptr;
+        if (handle.id != 0)
+            live_.for_each([&](const LeaseRecord& lease) { by_id = lease.id == handle.id ? &lease : by_id; });
+        if (by_id != nullptr) {
+            const bool foreign = by_id->owner != owner;
+            std::string detail = fmt::format("{} of lease {}{} through a handle that was not copied whole (copy "
+                                             "th_handle as it is)",
+                                             operation, handle.id,
+                                             foreign ? fmt::format(", which belongs to {},", owners_.at(by_id->owner)) : "");
+            record_misuse(owner, foreign ? MisuseKind::foreign_handle : MisuseKind::unknown_handle, handle.id, detail);
+            throw ResourceError(TH_INVALID_HANDLE, detail);
+        }
         const bool released = handle.id != 0 && handle.id < next_id_;
         MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
                           : released && std::string_view(operation) == "release" ? MisuseKind::double_free

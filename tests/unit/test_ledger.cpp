@@ -44,6 +44,21 @@ TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
         CHECK(ledger.usage(alice).bytes_in_use == 128);  // still alice's
         ledger.release(alice, handle, 128);
     }
+    SECTION("a live lease through a handle not copied whole") {
+        const th_handle id_only{handle.id, 0, 0};
+        CHECK_THROWS_WITH(ledger.release(bob, id_only, 128),
+                          "release of lease " + std::to_string(handle.id) +
+                              ", which belongs to alice, through a handle that was not copied whole (copy th_handle "
+                              "as it is)");
+        CHECK_THROWS_WITH(ledger.release(alice, id_only, 128),
+                          "release of lease " + std::to_string(handle.id) +
+                              " through a handle that was not copied whole (copy th_handle as it is)");
+        REQUIRE(ledger.misuses().size() == 2);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::foreign_handle);
+        CHECK(ledger.misuses()[1].kind == MisuseKind::unknown_handle);
+        CHECK(ledger.usage(alice).bytes_in_use == 128);  // neither released it
+        ledger.release(alice, handle, 128);
+    }
     SECTION("double free") {
         ledger.release(alice, handle, 128);
         CHECK_THROWS_AS(ledger.release(alice, handle, 128), ResourceError);
