@@ -120,7 +120,8 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
 }
 
 // What the loader would refuse at load, a plugin built with the SDK cannot compile.
-TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses and state without a version", "[sdk]") {
+TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses, a hidden hook and state without a version",
+          "[sdk]") {
     TempDir dir;
     const auto compile = [&](const std::string& members) {
         const auto source = dir.write("plugin.cpp", "#include <trainhost/sdk.hpp>\n"
@@ -145,6 +146,16 @@ TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses and 
         auto run = compile("    static constexpr const char* name = \"Bad-Name\";\n");
         CHECK(run.exit_code != 0);
         CHECK_THAT(run.err, Contains("a plugin's name is made of a-z, 0-9 and _"));
+    }
+    SECTION("a hook with another signature, which would hide the hook and never be called") {
+        for (const std::string& hook : {std::string("    void on_epoch_end() {}\n"),
+                                        std::string("    void on_epoch_end(trainhost::sdk::Context&) const {}\n")}) {
+            INFO(hook);
+            auto run = compile("    static constexpr const char* name = \"hidden\";\n" + hook);
+            CHECK(run.exit_code != 0);
+            CHECK_THAT(run.err, Contains("on_epoch_end is a hook: declare it void on_epoch_end(trainhost::sdk::Context&) "
+                                         "override, or it is never called"));
+        }
     }
     SECTION("state without a state_version") {
         auto run = compile("    static constexpr const char* name = \"stateful\";\n" + state);

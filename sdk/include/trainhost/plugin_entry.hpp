@@ -61,6 +61,15 @@ th_status hook_trampoline(void* instance, th_host*, th_hook_result* result) noex
 
 // A hook is dispatched only if the plugin overrides it: when it does not,
 // &T::member names the base-class member and has the base's type.
+// A hook declared with another signature (no Context&, a const one) hides the base's
+// instead of overriding it, and would never be called: refused at compile time.
+template <typename>
+struct overrides_a_hook : std::false_type {};
+template <typename Class>
+struct overrides_a_hook<void (Class::*)(Context&)> : std::true_type {};
+template <typename Class>
+struct overrides_a_hook<void (Class::*)(Context&) noexcept> : std::true_type {};
+
 template <typename MemberOfT, void (Callback::*Member)(Context&)>
 constexpr th_hook_fn slot_for() {
     if constexpr (std::is_same_v<MemberOfT, void (Callback::*)(Context&)>) return nullptr;
@@ -90,7 +99,10 @@ const th_plugin_vtable* vtable_for() {
     static const th_plugin_vtable table = [] {
         th_plugin_vtable t{};
         t.struct_size = sizeof t;
-#define TRAINHOST_SDK_SLOT(hook, member) \
+#define TRAINHOST_SDK_SLOT(hook, member)                                                                   \
+    static_assert(overrides_a_hook<decltype(&T::member)>::value,                                           \
+                  #member " is a hook: declare it void " #member "(trainhost::sdk::Context&) override, or it " \
+                  "is never called");                                                                      \
     t.hooks[hook] = slot_for<decltype(&T::member), &Callback::member>();
         TRAINHOST_SDK_HOOKS(TRAINHOST_SDK_SLOT)
 #undef TRAINHOST_SDK_SLOT
