@@ -215,16 +215,15 @@ void Session::record_leaks(std::vector<resources::Leak> leaks) {
     }
 }
 
-// Memory held past a step may be set up in the first step that needs it (lazy
-// state, as optimizers do): the fit's first step for fit scope, each epoch's first
-// step for epoch scope. Taking more in any later step is a pool that only grows.
-void Session::check_steady_state() {
-    auto grown = ledger_->taken_after_warmup(fit_first_step_, epoch_first_step_, "batch_end");
+// Memory held past a step (or past an epoch, taken outside the steps) may be set up
+// once, lazily, when first needed; more of it in a later step (epoch) is a pool that
+// only grows (Ledger::begin_growth_window).
+void Session::check_growth(std::vector<resources::Leak> grown, std::string_view boundary) {
     if (grown.empty() || options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     std::string first = resources::format_leak(grown.front());
     record_leaks(std::move(grown));
     if (options_.config.on_violation == resources::ViolationPolicy::fail)
-        throw FitFailure(fmt::format("resource contract violated at batch_end: {}", first), kExitResourceContract);
+        throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
 void Session::check_scope(th_scope scope, std::string_view boundary) {
@@ -286,7 +285,6 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     epoch_batches_done_ = 0;
     batch_in_flight_ = false;
     epoch_trained_ = false;
-    epoch_first_step_ = 0;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
@@ -416,7 +414,7 @@ void Session::train_fit(FitRecord& record) {
     restore_weights();  // before setup: a plugin that keeps the initial weights keeps these
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();
-    fit_first_step_ = batches_started_;
+    ledger_->begin_growth_window(TH_SCOPE_FIT);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
@@ -437,6 +435,7 @@ void Session::train_fit(FitRecord& record) {
         if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
+        check_growth(ledger_->grown_in_epoch("epoch_end"), "epoch_end");
         record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot()});
         // A diverged model fails the fit, after the epoch's end so that a monitor
         // (early stopping's check_finite) can stop it cleanly instead, as in Lightning.

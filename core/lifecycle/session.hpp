@@ -155,7 +155,7 @@ private:
     th_control dispatch(th_hook hook);
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
-    void check_steady_state();
+    void check_growth(std::vector<resources::Leak> grown, std::string_view boundary);
     void check_interrupt();
     void enter(resources::Phase phase);
     void load_start_checkpoint();
@@ -203,8 +203,6 @@ private:
     th_train_state state_{};
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
-    std::uint64_t epoch_first_step_ = 0;  // fit_step_ of this epoch's first batch
-    std::uint64_t fit_first_step_ = 0;    // fit_step_ of this fit's first batch (after a resume, not 0)
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
     std::uint64_t epoch_batches_done_ = 0;
     // From a training batch's first change to the epoch's totals to its batch_end: a

@@ -39,7 +39,7 @@ std::uint64_t Session::train_epoch() {
     }
     const std::uint64_t samples_before = state_.samples_seen;
     fit.batcher->start_epoch(state_.epoch);
-    epoch_first_step_ = batches_started_;
+    ledger_->begin_growth_window(TH_SCOPE_EPOCH);
     state_.batches_in_epoch = training_batches();
     epoch_batches_done_ = first_batch;
     epoch_trained_ = false;
@@ -82,7 +82,7 @@ std::uint64_t Session::train_epoch() {
         batch_in_flight_ = false;
         dispatch(TH_HOOK_BATCH_END);
         check_scope(TH_SCOPE_STEP, "batch_end");
-        check_steady_state();
+        check_growth(ledger_->grown_in_step("batch_end"), "batch_end");
         check_interrupt();
     }
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;

@@ -102,10 +102,8 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     // throws only having taken nothing), so that a failure never leaves memory that
     // nobody lists.
     auto stack = capture_stacks_ ? capture_stack() : nullptr;
-    const auto phase = static_cast<std::uint32_t>(phase_);
-    const bool in_step = owner != kCoreOwner && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START &&
-                         phase <= TH_HOOK_BATCH_END;
-    if (in_step) taken_in_steps_.reserve(taken_in_steps_.size() + 1);
+    taken_in_steps_.reserve(taken_in_steps_.size() + 1);  // so that noting a candidate cannot throw
+    taken_in_epoch_hooks_.reserve(taken_in_epoch_hooks_.size() + 1);
     live_.reserve_one();
     std::size_t reserved = 0;
     void* address = allocate_upstream(kind, bytes, device, reserved);
@@ -131,9 +129,10 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.slot = slot;
     lease.attached_param.reset();
     lease.stack = std::move(stack);
-    if (in_step) taken_in_steps_.push_back(th_handle{lease.id, lease.generation, slot + 1});
+    const th_handle handle{lease.id, lease.generation, slot + 1};
+    note_growth_candidate(owner, TH_SCOPE_STEP, scope, handle);
     count_in(lease);
-    return th_handle{lease.id, lease.generation, slot + 1};
+    return handle;
 }
 
 LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
@@ -205,11 +204,7 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
     if (scope < lease.scope || scope > TH_SCOPE_SESSION || (owner != kCoreOwner && scope == TH_SCOPE_SESSION))
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("cannot promote lease {} from scope {} to {}", handle.id,
                                                              scope_name(lease.scope), scope_name(scope)));
-    // A step-scoped lease promoted inside a step is memory taken in that step.
-    const auto phase = static_cast<std::uint32_t>(phase_);
-    if (owner != kCoreOwner && lease.scope == TH_SCOPE_STEP && scope >= TH_SCOPE_EPOCH && phase >= TH_HOOK_BATCH_START &&
-        phase <= TH_HOOK_BATCH_END)
-        taken_in_steps_.push_back(th_handle{lease.id, lease.generation, lease.slot + 1});
+    note_growth_candidate(owner, lease.scope, scope, th_handle{lease.id, lease.generation, lease.slot + 1});
     --leases_per_scope_[lease.scope];
     lease.scope = scope;
     ++leases_per_scope_[lease.scope];
@@ -311,18 +306,57 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
     });
 }
 
-std::vector<Leak> Ledger::taken_after_warmup(std::uint64_t fit_first_step, std::uint64_t epoch_first_step,
-                                             std::string_view boundary) {
+// Memory that outlives the window its hook is checked in: taken (from = step) or
+// promoted (from = its old scope) past the step in a step hook, or past the epoch in
+// an epoch-level hook (epoch_start, the validation hooks, epoch_end).
+void Ledger::note_growth_candidate(OwnerId owner, th_scope from, th_scope to, const th_handle& handle) {
+    if (owner == kCoreOwner) return;
+    const auto phase = static_cast<std::uint32_t>(phase_);
+    const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
+    const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
+    if (in_step && from < TH_SCOPE_EPOCH && to >= TH_SCOPE_EPOCH) taken_in_steps_.push_back(handle);
+    else if (in_epoch && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) taken_in_epoch_hooks_.push_back(handle);
+}
+
+void Ledger::begin_growth_window(th_scope scope) {
+    if (scope >= TH_SCOPE_FIT) {
+        warmup_step_fit_.clear();
+        warmup_epoch_.clear();
+        taken_in_epoch_hooks_.clear();
+    }
+    warmup_step_epoch_.clear();
+    taken_in_steps_.clear();
+}
+
+// Each candidate still held: its owner's first one sets the warm-up (and is not
+// growth), one taken after it is.
+template <typename Warmup>
+std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_view boundary, Warmup&& warmup) {
     std::vector<Leak> leaks;
-    for (const th_handle& handle : taken_in_steps_) {
+    for (const th_handle& handle : candidates) {
         const LeaseRecord* found = live_.find(handle);
         if (found == nullptr) continue;
-        const std::uint64_t first_step = found->scope == TH_SCOPE_EPOCH ? epoch_first_step : fit_first_step;
-        if (found->acquired_at.step <= first_step) continue;
-        leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
+        const auto [table, when] = warmup(*found);
+        const auto [first, fresh] = table.try_emplace(found->owner, when);
+        if (!fresh && when > first->second)
+            leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
-    taken_in_steps_.clear();
+    candidates.clear();
     return leaks;
+}
+
+std::vector<Leak> Ledger::grown_in_step(std::string_view boundary) {
+    return grown(taken_in_steps_, boundary, [&](const LeaseRecord& lease) {
+        return std::pair<std::unordered_map<OwnerId, std::uint64_t>&, std::uint64_t>{
+            lease.scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_, lease.acquired_at.step};
+    });
+}
+
+std::vector<Leak> Ledger::grown_in_epoch(std::string_view boundary) {
+    return grown(taken_in_epoch_hooks_, boundary, [&](const LeaseRecord& lease) {
+        return std::pair<std::unordered_map<OwnerId, std::uint64_t>&, std::uint64_t>{warmup_epoch_,
+                                                                                     lease.acquired_at.epoch};
+    });
 }
 
 void Ledger::record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail) {

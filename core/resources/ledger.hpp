@@ -92,12 +92,20 @@ public:
     // After the model left `source`: plugin device memory still there, and not
     // attached to a parameter, is stranded (plugin memory follows the model).
     std::vector<Leak> stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy);
-    // Steady state: plugin leases taken inside a step hook since the last call, of
-    // fit scope or wider after the fit's first step, or of epoch scope after the
-    // epoch's first step. Reported, not reclaimed: the plugin may still give them
-    // back before their scope ends.
-    std::vector<Leak> taken_after_warmup(std::uint64_t fit_first_step, std::uint64_t epoch_first_step,
-                                         std::string_view boundary);
+    // Steady state, the growth rule: memory an owner keeps may be set up once, lazily
+    // (an optimizer's state in the first step, an average that starts at step 1000),
+    // so each owner's first step that keeps memory is its warm-up; keeping more in a
+    // later step is a pool that only grows. Per fit for fit scope and wider, per
+    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups.
+    void begin_growth_window(th_scope scope);
+    // Plugin leases of epoch scope or wider taken in a step hook since the last call,
+    // and still held, after their owner's warm-up step. Reported, not reclaimed: the
+    // plugin may still give them back before their scope ends.
+    std::vector<Leak> grown_in_step(std::string_view boundary);
+    // The same per epoch: plugin leases of fit scope or wider taken in this epoch's
+    // epoch_start, validation or epoch_end hooks, still held, in an epoch after the
+    // owner's warm-up epoch.
+    std::vector<Leak> grown_in_epoch(std::string_view boundary);
 
     void record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail);
 
@@ -128,7 +136,15 @@ private:
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
-    std::vector<th_handle> taken_in_steps_;  // candidates for the steady-state rule
+    void note_growth_candidate(OwnerId owner, th_scope from, th_scope to, const th_handle& handle);
+    template <typename Warmup>
+    std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, Warmup&& warmup);
+
+    std::vector<th_handle> taken_in_steps_;         // candidates for the growth rule per step
+    std::vector<th_handle> taken_in_epoch_hooks_;   // and per epoch
+    std::unordered_map<OwnerId, std::uint64_t> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step
+    std::unordered_map<OwnerId, std::uint64_t> warmup_step_epoch_;  // epoch scope, this epoch
+    std::unordered_map<OwnerId, std::uint64_t> warmup_epoch_;       // taken outside steps: the owner's warm-up epoch
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;

@@ -121,6 +121,42 @@ TEST_CASE("CUDA.jl: a pool that only grows is caught at the second step's end", 
                             Contains("detected_at=batch_end rule=growth"));
 }
 
+// tiny_config: 30 training samples in batches of 16, so 2 steps per epoch, and 10
+// validation samples, 1 validation batch.
+TEST_CASE("a pool grown at every epoch start or validation batch is caught at the second epoch's end",
+          "[contract][failures]") {
+    for (const std::string hook : {"epoch_start", "val_batch_end"}) {
+        DYNAMIC_SECTION(hook) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nhook = \"" + hook + "\"\n"));
+            auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")}));
+            CHECK(run.exit_code == 3);
+            CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch "
+                                         "scope=fit acquired_in=" + hook + " fit=0 epoch=1 ") &&
+                                    Contains(" detected_at=epoch_end rule=growth\n"));
+            const auto report = report_of(dir);
+            CHECK(report["fits"][0]["epochs"].size() == 1);  // the first epoch is the pool's warm-up
+            CHECK(report["violations"].size() == 1);
+        }
+    }
+}
+
+// An average that starts late (EMA's start_step), made once and kept, is set up
+// lazily like an optimizer's state: its first step is its warm-up, wherever it falls.
+TEST_CASE("state made once, lazily, in a late step is not growth", "[contract]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nonce = true\nstart_step = 3\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    // While a pool that starts growing late is caught at its second growth.
+    auto late_pool = dir.write("late.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nstart_step = 3\n"));
+    run = run_trainhost({"--config", late_pool.string(), "--plugins=" + test_plugin("test_growing_pool")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("tag=scratch scope=fit acquired_in=batch_start fit=0 epoch=2 step=4 ") &&
+                            Contains("detected_at=batch_end rule=growth"));
+}
+
 TEST_CASE("lazy epoch-scoped memory made in each epoch's first step is not growth", "[contract]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nper_epoch = true\n"));

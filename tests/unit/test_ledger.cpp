@@ -139,6 +139,60 @@ TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", 
     CHECK(memory.stats().in_use == 0);
 }
 
+// Each owner's first step (epoch) that keeps memory is its warm-up, wherever it
+// falls; keeping more in a later one is growth. Two owners do not share a warm-up.
+TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up", "[ledger]") {
+    device::CpuDevice cpu(0);
+    Ledger ledger({&cpu});
+    const auto late = ledger.register_owner("late");
+    const auto pool = ledger.register_owner("pool");
+    ledger.begin_growth_window(TH_SCOPE_FIT);
+    const auto step = [&](std::uint64_t index) {
+        ledger.begin_growth_window(TH_SCOPE_EPOCH);
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
+    };
+    step(0);
+    (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "pool");
+    CHECK(ledger.grown_in_step("batch_end").empty());  // pool's warm-up
+    step(3);  // an average that starts at step 3: late's first kept memory
+    const th_handle average = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "average");
+    const th_handle scratch = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "scratch");
+    (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "pool");
+    auto grown = ledger.grown_in_step("batch_end");
+    REQUIRE(grown.size() == 1);
+    CHECK(grown[0].owner == "pool");
+    step(4);
+    const th_handle second = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "average");
+    ledger.release(late, second, 8);  // given back within its step: no growth
+    CHECK(ledger.grown_in_step("batch_end").empty());
+    step(5);
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "more");
+    grown = ledger.grown_in_step("batch_end");
+    REQUIRE(grown.size() == 1);
+    CHECK(grown[0].lease.tag == "more");
+    CHECK(grown[0].rule == resources::LeakRule::growth);
+
+    // Outside the steps, per epoch: epoch_start of epoch 0 is the warm-up, of epoch 1 growth.
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, 0, 0});
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "per_epoch");  // ends with its epoch
+    CHECK(ledger.grown_in_epoch("epoch_end").empty());
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END), {0, 1, 6});
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
+    grown = ledger.grown_in_epoch("epoch_end");
+    REQUIRE(grown.size() == 1);
+    CHECK(grown[0].lease.acquired_in == static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END));
+    // A new fit forgets the warm-ups.
+    ledger.begin_growth_window(TH_SCOPE_FIT);
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {1, 1, 6});
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
+    CHECK(ledger.grown_in_epoch("epoch_end").empty());
+    (void)average;
+    (void)scratch;
+    (void)ledger.end_owner(late, TH_SCOPE_PLUGIN, "destroy", ViolationPolicy::fail);
+    (void)ledger.end_owner(pool, TH_SCOPE_PLUGIN, "destroy", ViolationPolicy::fail);
+}
+
 TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
     device::CpuDevice cpu(0);
     device::MemoryResource& memory = cpu.memory();
