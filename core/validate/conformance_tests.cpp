@@ -96,6 +96,28 @@ std::string plugin_table_with(const TestContext& c, const std::string& key, cons
     return text.str();
 }
 
+// A failing test says what to change, as well as what the ledger found.
+std::string leak_with_fix(const resources::Leak& leak) {
+    const char* fix = "";
+    switch (leak.rule) {
+    case resources::LeakRule::scope_end:
+        fix = "give it back before its scope ends (in the hook that ends it), or take it with a wider scope";
+        break;
+    case resources::LeakRule::owner_end:
+        fix = "give it back by on_teardown or in the destructor; a buffer kept in a global or static outlives the "
+              "instance";
+        break;
+    case resources::LeakRule::stranded:
+        fix = "attach it to its parameter (attach_to_param) so that it moves with the model, or take it in "
+              "on_fit_start, after the move";
+        break;
+    case resources::LeakRule::growth:
+        fix = "take it once and reuse it, or give each one back within the step (epoch) that took it";
+        break;
+    }
+    return fmt::format("{} (fix: {})", resources::format_leak(leak), fix);
+}
+
 std::string first_failure(const SessionRun& run) {
     if (!run.error.empty()) return run.error;
     for (const auto& fit : run.result.fits)
@@ -164,7 +186,7 @@ std::string test_create_destroy(TestContext& c) {
     for (const char* when : {"cold", "warm"}) {
         try {
             auto leaks = host.destroy(host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr));
-            if (!leaks.empty()) return fmt::format("{}: {}", when, resources::format_leak(leaks.front()));
+            if (!leaks.empty()) return fmt::format("{}: {}", when, leak_with_fix(leaks.front()));
         } catch (const std::exception& e) {
             return fmt::format("{} create failed: {}", when, e.what());
         }
@@ -193,7 +215,7 @@ std::string test_zero_epochs_and_batches(TestContext& c) {
 
 std::string test_ledger_clean(TestContext& c) {
     auto run = run_session(c, base_config(c.options.seed, 2, "fail") + plugin_table_text(c), {});
-    if (!run.result.leaks.empty()) return resources::format_leak(run.result.leaks.front());
+    if (!run.result.leaks.empty()) return leak_with_fix(run.result.leaks.front());
     return {};
 }
 
@@ -225,7 +247,7 @@ std::string test_device_move(TestContext& c) {
                              "\n[plugins.togpu]\ntarget = \"cpu:1\"\nwhen = \"every_epoch\"\n";
     auto run = run_session(c, text, {"togpu"});
     for (const auto& leak : run.result.leaks)
-        if (leak.rule == resources::LeakRule::stranded) return resources::format_leak(leak);
+        if (leak.rule == resources::LeakRule::stranded) return leak_with_fix(leak);
     return first_failure(run);
 }
 
@@ -290,7 +312,7 @@ std::string test_failure_paths(TestContext& c) {
                                                   signal);
         auto leaks = host.destroy(std::move(instance));
         if (!failure.empty()) return fmt::format("{}: {}", after, failure);
-        if (!leaks.empty()) return fmt::format("{}: {}", after, resources::format_leak(leaks.front()));
+        if (!leaks.empty()) return fmt::format("{}: {}", after, leak_with_fix(leaks.front()));
     }
     return {};
 }
@@ -369,7 +391,7 @@ std::string test_create_destroy_cycles(TestContext& c) {
     const std::size_t leases = host.ledger().live_leases();  // the host's own model
     for (int i = 0; i < 100; ++i) {
         auto leaks = host.destroy(host.create(c.library, options));
-        if (!leaks.empty()) return fmt::format("cycle {}: {}", i + 1, resources::format_leak(leaks.front()));
+        if (!leaks.empty()) return fmt::format("cycle {}: {}", i + 1, leak_with_fix(leaks.front()));
         if (host.ledger().live_leases() != leases)
             return fmt::format("cycle {}: the ledger lists {} leases, {} before", i + 1, host.ledger().live_leases(), leases);
     }
@@ -384,7 +406,7 @@ std::string test_create_destroy_cycles(TestContext& c) {
 
 std::string test_repeated_fits(TestContext& c) {
     auto run = run_session(c, base_config(c.options.seed, 1, "fail") + plugin_table_text(c), {}, 3);
-    if (!run.result.leaks.empty()) return resources::format_leak(run.result.leaks.front());
+    if (!run.result.leaks.empty()) return leak_with_fix(run.result.leaks.front());
     if (auto failure = first_failure(run); !failure.empty()) return failure;
     if (run.result.fits.size() != 3) return fmt::format("ran {} of 3 fits", run.result.fits.size());
     for (const auto& fit : run.result.fits)

@@ -48,6 +48,7 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         std::string plugin;
         std::string options;  // its [plugins.<name>] table, if any
         std::set<std::string> fails;
+        std::string fix = {};  // what the failing test tells the author to change
     };
     const std::vector<Case> cases = {
         {"not_a_plugin", "", {"metadata"}},
@@ -61,12 +62,12 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         {"test_misuser", "misuse = \"size_mismatch\"", {"handles_used_correctly"}},
         {"test_misuser", "misuse = \"undeclared_write\"", {"writes_declared"}},
         {"test_loose_declarations", "", {"metadata"}},
-        {"test_stale_state", "", {"device_move"}},
-        {"test_growing_pool", "", {"ledger_clean"}},
+        {"test_stale_state", "", {"device_move"}, "(fix: attach it to its parameter (attach_to_param)"},
+        {"test_growing_pool", "", {"ledger_clean"}, "(fix: take it once and reuse it"},
         {"test_growing_pool", "hook = \"epoch_start\"", {"ledger_clean"}},
         {"test_growing_pool", "once = true\nstart_step = 3", {}},  // lazy, late: no growth
-        {"test_teardown_leftover", "", {"ledger_clean"}},
-        {"test_pruning_copies", "", {"ledger_clean"}},
+        {"test_teardown_leftover", "", {"ledger_clean"}, "(fix: give it back before its scope ends"},
+        {"test_pruning_copies", "", {"ledger_clean"}, "(fix: give it back by on_teardown or in the destructor"},
         // its owning buffers outlive the validation's instances: a leak, not a crash
         {"test_pruning_copies", "cache = \"buffers\"", {"ledger_clean"}},
         {"test_resource_user", "", {}},
@@ -85,6 +86,7 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
             INFO(run.out << run.err);
             CHECK(run.exit_code == (c.fails.empty() ? 0 : 1));
             CHECK(failed_tests(run.out) == c.fails);
+            if (!c.fix.empty()) CHECK_THAT(run.out, Contains(c.fix));
         }
     }
 }
