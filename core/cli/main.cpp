@@ -232,6 +232,9 @@ int train(const TrainArguments& args, config::RunConfig config) {
             ending = fmt::format(" - failed (exit {})", fit.failure_exit);
         else if (!fit.stop_reason.empty())
             ending = fmt::format(" (stopped by {})", fit.stop_reason);
+        if (fit.predictions > 0)
+            shown.push_back(fmt::format("{} prediction{} in {}", fit.predictions, fit.predictions == 1 ? "" : "s",
+                                        options.config.predict_output.string()));
         std::cout << fmt::format("fit {}/{}: {} {}{}{}{}{}\n", fit.index + 1, options.repeat, done,
                                  predict ? "predict pass" : "epoch", done == 1 ? "" : (predict ? "es" : "s"),
                                  shown.empty() ? "" : ", ", fmt::join(shown, " "), ending);
@@ -406,6 +409,10 @@ int run_command(int argc, char** argv) {
                                      {"--resume", checkpoint_input(args.resume, resolving)},
                                      {"--weights", checkpoint_input(args.weights, resolving)}});
         prepare_output_file("--report", args.report, inputs);
+        if (config && !config->predict_output.empty()) {
+            if (!args.report.empty()) inputs.emplace_back("--report", args.report);
+            prepare_output_file("[predict] output", config->predict_output.string(), inputs);
+        }
         if (config_error) std::rethrow_exception(config_error);
         return train(args, std::move(*config));
     } catch (const ConfigError& e) {

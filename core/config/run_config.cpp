@@ -167,7 +167,18 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
         if (config.mode != "predict")
             reader.fail("predict", "is read only with mode = \"predict\"; this config trains");
         TableReader predict_reader(*predict, "[predict]", config.file);
-        config.predict_passes = static_cast<std::uint64_t>(predict_reader.integer_in("passes", 1, 1, 1'000'000'000));
+        if (predict_reader.has("passes"))
+            config.predict_passes = static_cast<std::uint64_t>(predict_reader.integer_in("passes", 1, 1, 1'000'000'000));
+        config.predict_split = predict_reader.one_of("split", "train", {"train", "validation", "test"});
+        if (config.predict_split == "test" && config.data.dataset != "fashion_mnist")
+            predict_reader.fail("split", fmt::format("dataset {} has no test split", config.data.dataset));
+        if (config.predict_split == "test" && !config.data.test)
+            predict_reader.fail("split", "\"test\" needs the test files: [data] test = false leaves them out");
+        if (auto output = predict_reader.string("output")) {
+            if (output->empty()) predict_reader.fail("output", "needs a path, not \"\"");
+            config.predict_output = *output;
+            if (config.predict_output.is_relative()) config.predict_output = config.file.parent_path() / config.predict_output;
+        }
         predict_reader.reject_unknown_keys();
     }
     read_plugin_tables(reader, root, config);

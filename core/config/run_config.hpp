@@ -63,7 +63,11 @@ struct DataSpec {
 struct RunConfig {
     std::filesystem::path file;
     std::string mode = "train";        // train, or predict: forward passes only
-    std::uint64_t predict_passes = 1;  // [predict] passes
+    // [predict]: forward passes (0: one, or with an output one over the whole split),
+    // the split they run over, and where the predictions go (none: nowhere).
+    std::uint64_t predict_passes = 0;
+    std::string predict_split = "train";
+    std::filesystem::path predict_output;
     std::uint64_t seed = 42;
     std::uint32_t epochs = 1;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N

@@ -8,6 +8,8 @@
 #include "kernels/cpu/threads.hpp"
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/verdict.hpp"
+#include "report/output_file.hpp"
+#include "report/predictions.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -140,7 +142,8 @@ void Session::load_data() {
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         all = data::load_idx_classification(dir, "train", 10, spec.limit);
-        if (spec.test) {
+        // Predict mode reads the test files only to predict on them.
+        if (spec.test && (options_.config.mode != "predict" || options_.config.predict_split == "test")) {
             test_ = data::load_idx_classification(dir, "t10k", 10, 0);
             // The model is built for the training images; test images of another shape
             // would be read with the wrong width.
@@ -456,26 +459,52 @@ void Session::train_fit(FitRecord& record) {
     dispatch(TH_HOOK_FIT_END);
 }
 
-// Forward passes only, cycling over the data's batches; each pass is a step, with
+const data::Dataset& Session::predict_data() const {
+    const std::string& split = options_.config.predict_split;
+    if (split == "validation") return validation_;
+    if (split == "test") return *test_;  // loaded: the config asks for the test files
+    return train_;
+}
+
+// Forward passes only, cycling over the split's batches; each pass is a step, with
 // the validation batch hooks around it. Memory must be flat after the first pass.
+// The first cycle's outputs go to [predict] output.
 void Session::predict_fit(FitRecord& record) {
+    const config::RunConfig& config = options_.config;
+    const data::Dataset& split = predict_data();
+    if (split.count == 0)
+        throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction is 0)",
+                                      config.file.string(), config.predict_split));
     build_fit();
     FitState& fit = *fit_;
     restore_weights();
     dispatch(TH_HOOK_SETUP);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
-    data::Batcher batcher(train_, fit.model->max_rows(), false, options_.config.seed);
-    state_.batches_in_epoch = options_.config.predict_passes;
+    data::Batcher batcher(split, fit.model->max_rows(), false, config.seed);
+    const std::uint64_t passes = config.predict_passes != 0     ? config.predict_passes
+                                 : config.predict_output.empty() ? 1
+                                                                 : batcher.batches();
+    std::optional<report::PredictionTable> predictions;
+    if (!config.predict_output.empty()) predictions.emplace(fit.loss, fit.model->output_width(), split.classes > 0);
+    std::vector<float> outputs;
+    state_.batches_in_epoch = passes;
     dispatch(TH_HOOK_VALIDATION_START);
-    for (std::uint64_t pass = 0; pass < options_.config.predict_passes; ++pass) {
+    for (std::uint64_t pass = 0; pass < passes; ++pass) {
         state_.batch_index = pass;
         fit_step_ = pass;
-        const std::size_t rows = gather_batch(batcher, pass % batcher.batches());
+        const std::size_t batch = pass % batcher.batches();
+        const std::size_t rows = gather_batch(batcher, batch);
         state_.batch_samples = rows;
         dispatch(TH_HOOK_VAL_BATCH_START);
         upload_batch(rows);
         fit.model->forward(rows, false);
+        if (predictions && pass < batcher.batches()) {
+            outputs.resize(rows * fit.model->output_width());
+            model_device_ref().memory().copy_to_host(outputs.data(), fit.model->output(), outputs.size() * sizeof(float));
+            const auto labels = fit.host.labels.span<std::int32_t>();
+            predictions->add(batcher.batch_indices(batch), labels.first(std::min(labels.size(), rows)), outputs);
+        }
         dispatch(TH_HOOK_VAL_BATCH_END);
         check_scope(TH_SCOPE_STEP, "val_batch_end");
         record.predict_passes = pass + 1;
@@ -484,6 +513,14 @@ void Session::predict_fit(FitRecord& record) {
     }
     record.predict_last = memory_snapshot();
     dispatch(TH_HOOK_VALIDATION_END);
+    if (predictions) {
+        try {
+            report::write_output_file(config.predict_output, predictions->csv());
+        } catch (const std::exception& e) {
+            throw FitFailure(fmt::format("[predict] output: {}", e.what()), kExitTraining);
+        }
+        record.predictions = predictions->rows();
+    }
 }
 
 th_train_state Session::train_state() const {

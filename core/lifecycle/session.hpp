@@ -79,6 +79,7 @@ struct FitRecord {
     // and trim, which nobody in the ledger accounts for (0 when flat).
     std::map<std::string, std::uint64_t> unaccounted_bytes;
     std::uint64_t predict_passes = 0;  // predict mode: forward passes done
+    std::uint64_t predictions = 0;     // predict mode: rows written to [predict] output
     // Predict mode: memory after the first and after the last forward pass.
     std::optional<MemorySnapshot> predict_first;
     std::optional<MemorySnapshot> predict_last;
@@ -143,6 +144,7 @@ private:
     void build_fit();
     void train_fit(FitRecord& record);
     void predict_fit(FitRecord& record);
+    [[nodiscard]] const data::Dataset& predict_data() const;
     // Returns the training samples it took in this process (a resumed epoch took some before).
     std::uint64_t train_epoch();
     [[nodiscard]] std::size_t training_batches() const;  // of an epoch, limit_train_batches applied

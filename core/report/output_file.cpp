@@ -46,8 +46,13 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     if (!file.has_filename()) return "names a directory, not a file";
     std::error_code ec;
     if (fs::is_directory(fs::status(file, ec))) return "is a directory";
-    for (const auto& [option, input] : inputs)
-        if (!input.empty() && fs::equivalent(file, input, ec)) return fmt::format("is the {} file", option);
+    for (const auto& [option, input] : inputs) {
+        if (input.empty()) continue;
+        // Equivalent files, or one path for two outputs neither of which exists yet.
+        std::error_code same_ec;
+        if (fs::equivalent(file, input, ec) || fs::weakly_canonical(file, same_ec) == fs::weakly_canonical(input, same_ec))
+            return fmt::format("is the {} file", option);
+    }
     if (written_in_place(file)) {
         if (::access(file.c_str(), W_OK) != 0) return fmt::format("is not writable ({})", std::strerror(errno));
         return {};

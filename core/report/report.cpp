@@ -86,6 +86,7 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                                                             {"after_last_pass", memory_json(*fit.predict_last)}}
                                            : nlohmann::json()},
                         {"predict_passes", fit.predict_passes},
+                        {"predictions", fit.predictions},
                         {"failure", fit.failure}});
     }
     root["fits"] = std::move(fits);

@@ -1,0 +1,47 @@
+#include "report/predictions.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
+#include <iterator>
+#include <stdexcept>
+#include <vector>
+
+namespace trainhost::report {
+
+PredictionTable::PredictionTable(device::LossKind loss, std::size_t output_width, bool labelled)
+    : loss_(loss), width_(output_width), labelled_(labelled) {
+    const bool classes = loss_ == device::LossKind::cross_entropy;
+    text_ = labelled_ ? "index,label" : "index";
+    if (classes) text_ += ",predicted";
+    for (std::size_t j = 0; j < width_; ++j) fmt::format_to(std::back_inserter(text_), ",{}{}", classes ? "p" : "y", j);
+    text_ += '\n';
+}
+
+void PredictionTable::add(std::span<const std::size_t> indices, std::span<const std::int32_t> labels,
+                          std::span<const float> outputs) {
+    if (outputs.size() != indices.size() * width_ || (labelled_ && labels.size() < indices.size()))
+        throw std::logic_error("PredictionTable::add: outputs or labels do not match the batch");
+    std::vector<double> values(width_);
+    for (std::size_t r = 0; r < indices.size(); ++r) {
+        const float* row = outputs.data() + r * width_;
+        std::transform(row, row + width_, values.begin(), [](float v) { return static_cast<double>(v); });
+        fmt::format_to(std::back_inserter(text_), "{}", indices[r]);
+        if (labelled_) fmt::format_to(std::back_inserter(text_), ",{}", labels[r]);
+        if (loss_ == device::LossKind::cross_entropy) {
+            // Softmax, shifted by the largest logit so that exp cannot overflow.
+            const double top = *std::max_element(values.begin(), values.end());
+            double sum = 0;
+            for (double& v : values) sum += (v = std::exp(v - top));
+            for (double& v : values) v /= sum;
+            fmt::format_to(std::back_inserter(text_), ",{}", std::max_element(values.begin(), values.end()) - values.begin());
+        } else if (loss_ == device::LossKind::bce_with_logits) {
+            for (double& v : values) v = 1.0 / (1.0 + std::exp(-v));
+        }
+        for (double v : values) fmt::format_to(std::back_inserter(text_), ",{:.6g}", v);
+        text_ += '\n';
+        ++rows_;
+    }
+}
+
+}  // namespace trainhost::report

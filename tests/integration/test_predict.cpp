@@ -1,0 +1,130 @@
+// Predict mode as a user of Lightning's trainer.predict expects it: forward passes
+// over a chosen split, and with [predict] output a CSV of the predictions.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+namespace {
+
+std::vector<std::vector<std::string>> csv_rows(const std::filesystem::path& file) {
+    std::vector<std::vector<std::string>> rows;
+    std::istringstream text(test_support::read_file(file));
+    for (std::string line; std::getline(text, line);) {
+        std::vector<std::string> cells;
+        std::istringstream fields(line);
+        for (std::string cell; std::getline(fields, cell, ',');) cells.push_back(cell);
+        rows.push_back(std::move(cells));
+    }
+    return rows;
+}
+
+const std::string kMlp = "[model]\nloss = \"cross_entropy\"\nlayers = [ { type = \"flatten\" }, { type = \"dense\", "
+                         "units = 16 }, { type = \"relu\" }, { type = \"dense\", units = 10 } ]\n";
+
+}  // namespace
+
+TEST_CASE("predictions on the test split agree with the trained run's test accuracy", "[predict][fashion-mnist]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ck";
+    const auto trained = dir.write("train.toml", "seed = 3\nepochs = 1\n[data]\nlimit = 1000\n" + kMlp +
+                                                     "[plugins.checkpoint]\ndirpath = \"" + ckpt.string() +
+                                                     "\"\nsave_last = true\n");
+    const auto report = dir.path() / "train.json";
+    auto run = run_trainhost({"--config", trained.string(), "--plugins=checkpoint", "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const double test_accuracy =
+        nlohmann::json::parse(test_support::read_file(report))["fits"][0]["final_metrics"]["test_accuracy"];
+
+    const auto predictions = dir.path() / "preds.csv";
+    const auto predict = dir.write("predict.toml", "mode = \"predict\"\nseed = 3\n[data]\nlimit = 1000\n" + kMlp +
+                                                       "[predict]\nsplit = \"test\"\noutput = \"preds.csv\"\n");
+    run = run_trainhost({"--config", predict.string(), "--weights", (ckpt / "last.safetensors").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 157 predict passes, 10000 predictions in " + predictions.string() + "\n"));
+    const auto rows = csv_rows(predictions);
+    REQUIRE(rows.size() == 10001);
+    CHECK(rows[0] == std::vector<std::string>{"index", "label", "predicted", "p0", "p1", "p2", "p3", "p4", "p5", "p6",
+                                              "p7", "p8", "p9"});
+    std::size_t correct = 0;
+    double worst_sum = 0;
+    for (std::size_t r = 1; r < rows.size(); ++r) {
+        REQUIRE(rows[r].size() == 13);
+        CHECK(rows[r][0] == std::to_string(r - 1));  // the t10k files' order
+        correct += rows[r][1] == rows[r][2];
+        double sum = 0;
+        for (std::size_t j = 3; j < 13; ++j) sum += std::stod(rows[r][j]);
+        worst_sum = std::max(worst_sum, std::fabs(sum - 1.0));
+    }
+    CHECK(worst_sum < 1e-4);  // six significant digits per probability
+    CHECK(std::fabs(static_cast<double>(correct) / 10000.0 - test_accuracy) <= 1e-4);  // at most a tie apart
+}
+
+TEST_CASE("predictions of an autoencoder are its sigmoid outputs, the same each run", "[predict]") {
+    TempDir dir;
+    const auto output = dir.path() / "out" / "validation.csv";
+    std::filesystem::create_directories(output.parent_path());
+    const auto config = dir.write("predict.toml", "mode = \"predict\"\n" +
+                                                      tiny_config(1, "\n[predict]\nsplit = \"validation\"\noutput = \"" +
+                                                                         output.string() + "\"\n"));
+    const auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config.string(), "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 1 predict pass, 10 predictions in " + output.string()));
+    const auto rows = csv_rows(output);
+    REQUIRE(rows.size() == 11);  // 40 samples, a quarter held out
+    CHECK(rows[0] == std::vector<std::string>{"index", "y0", "y1", "y2", "y3", "y4", "y5", "y6", "y7"});
+    for (std::size_t r = 1; r < rows.size(); ++r)
+        for (std::size_t j = 1; j < rows[r].size(); ++j) {
+            const double y = std::stod(rows[r][j]);
+            CHECK((y > 0 && y < 1));
+        }
+    const auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+    CHECK(fit["predictions"] == 10);
+    CHECK(fit["predict_passes"] == 1);
+    const std::string first = test_support::read_file(output);
+    REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+    CHECK(test_support::read_file(output) == first);
+}
+
+TEST_CASE("a [predict] table that cannot work is refused before anything runs", "[predict][config]") {
+    TempDir dir;
+    const auto refused = [&](const std::string& predict_table, const std::string& message,
+                             std::vector<std::string> more = {}) {
+        const auto config = dir.write("p.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\n" + predict_table));
+        std::vector<std::string> args = {"--config", config.string()};
+        args.insert(args.end(), more.begin(), more.end());
+        auto run = run_trainhost(args);
+        INFO(predict_table);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(message));
+        CHECK(run.out.empty());
+    };
+    refused("split = \"test\"\n", "[predict] split: dataset synthetic_autoencoder has no test split");
+    refused("split = \"tests\"\n", "did you mean \"test\"?");
+    refused("output = \"\"\n", "[predict] output: needs a path, not \"\"");
+    const auto report = (dir.path() / "same.json").string();
+    refused("output = \"" + report + "\"\n", "[predict] output " + report + ": is the --report file", {"--report", report});
+    refused("output = \"" + (dir.path() / "p.toml").string() + "\"\n", ": is the --config file");
+    refused("output = \"" + (dir.path() / "no" / "such" / "dir.csv").string() + "\"\n", "[predict] output ");
+    // A split that the data config leaves empty.
+    std::string text = "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\nsplit = \"validation\"\n");
+    text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+    auto run = run_trainhost({"--config", dir.write("empty.toml", text).string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("[predict] split \"validation\" has no samples (validation_fraction is 0)"));
+}
