@@ -59,6 +59,7 @@ public:
     device::Backend& model_backend() override { return ledger_.device(0).backend(); }
     double learning_rate() const override { return 0.001; }
     void set_learning_rate(double) override {}
+    [[nodiscard]] std::optional<plugin::BatchOutputs> batch_outputs() const override { return std::nullopt; }
     std::size_t metric_count() const override { return 0; }
     std::pair<const std::string*, double> metric_at(std::size_t) const override { return {nullptr, 0}; }
     void state_write(resources::OwnerId, const void*, std::uint64_t) override {}

@@ -98,7 +98,13 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.max_epochs = config.epochs;
         state_.batch_size = config.data.batch_size;
         state_.device = devices_[model_device_]->name().c_str();
-        load_data();
+        try {
+            load_data();
+        } catch (const std::bad_alloc&) {  // the samples themselves, their split or the test files
+            throw data::DataError(fmt::format("out of host memory while loading and splitting the data of [data] "
+                                              "dataset {} (a smaller samples or limit needs less)",
+                                              config.data.dataset));
+        }
         load_plugins();
         load_start_checkpoint();
     } catch (...) {
@@ -164,6 +170,10 @@ void Session::load_data() {
         err_ << fmt::format("warning: {}: [data] validation_fraction {} of {} samples rounds to none: this run has no "
                             "validation split and no val_* metrics\n",
                             options_.config.file.string(), spec.validation_fraction, all.count);
+    if (options_.config.mode == "predict" && predict_data().count == 0)
+        throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction {} of {} samples)",
+                                      options_.config.file.string(), options_.config.predict_split,
+                                      spec.validation_fraction, all.count));
     state_.train_samples = train_.count;
 }
 
@@ -287,6 +297,8 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     batches_completed_ = 0;
     epoch_batches_done_ = 0;
     batch_in_flight_ = false;
+    building_fit_ = false;
+    forward_rows_ = 0;
     epoch_trained_ = false;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
@@ -325,11 +337,11 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
         record.failure_exit = kExitUsage;
     } catch (const std::bad_alloc&) {
         // Host memory (the ledger reports device memory itself, with owner and tag).
-        const Phase phase = ledger_->phase();
         record.failure = fmt::format("out of host memory (std::bad_alloc) {}: the model or batch_size is too large for "
                                      "this machine's memory",
-                                     phase == Phase::core ? std::string("while the fit's model and buffers were built")
-                                                          : fmt::format("in phase {}", resources::phase_name(phase)));
+                                     building_fit_ ? std::string("while the fit's model and buffers were built")
+                                                   : fmt::format("in fit {}, epoch {}", state_.fit_index + 1,
+                                                                 state_.epoch + 1));
         record.failure_exit = kExitTraining;
     } catch (const std::exception& e) {
         record.failure = e.what();
@@ -375,6 +387,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
 }
 
 void Session::build_fit() {
+    building_fit_ = true;
     const config::RunConfig& config = options_.config;
     FitState& fit = *fit_;
     // Buffers for the largest batch a split gives: a batch_size past every split's
@@ -408,6 +421,7 @@ void Session::build_fit() {
         fit.targets = nn::Tensor(*ledger_, {rows, train_.target_width}, TH_SCOPE_FIT, "batch.targets", model_device_);
     fit.host = make_host_batch(model_device_);
     fit.batcher = std::make_unique<data::Batcher>(train_, rows, config.data.shuffle, config.seed);
+    building_fit_ = false;
 }
 
 void Session::train_fit(FitRecord& record) {
@@ -472,9 +486,6 @@ const data::Dataset& Session::predict_data() const {
 void Session::predict_fit(FitRecord& record) {
     const config::RunConfig& config = options_.config;
     const data::Dataset& split = predict_data();
-    if (split.count == 0)
-        throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction is 0)",
-                                      config.file.string(), config.predict_split));
     build_fit();
     FitState& fit = *fit_;
     restore_weights();
@@ -487,6 +498,10 @@ void Session::predict_fit(FitRecord& record) {
                                                                  : batcher.batches();
     std::optional<report::PredictionTable> predictions;
     if (!config.predict_output.empty()) predictions.emplace(fit.loss, fit.model->output_width(), split.classes > 0);
+    if (predictions && passes < batcher.batches())
+        err_ << fmt::format("warning: {}: [predict] passes = {} covers {} of the {} batches of split \"{}\"; output "
+                            "gets the predictions of those (leave passes out for one pass over the split)\n",
+                            config.file.string(), passes, passes, batcher.batches(), config.predict_split);
     std::vector<float> outputs;
     state_.batches_in_epoch = passes;
     dispatch(TH_HOOK_VALIDATION_START);
@@ -496,9 +511,14 @@ void Session::predict_fit(FitRecord& record) {
         const std::size_t batch = pass % batcher.batches();
         const std::size_t rows = gather_batch(batcher, batch);
         state_.batch_samples = rows;
+        forward_rows_ = 0;
+        // Predict mode has no growth rule yet (no epochs to warm up in): its candidates
+        // are dropped each pass instead of piling up over a long soak.
+        ledger_->begin_growth_window(TH_SCOPE_FIT);
         dispatch(TH_HOOK_VAL_BATCH_START);
         upload_batch(rows);
         fit.model->forward(rows, false);
+        forward_rows_ = rows;
         if (predictions && pass < batcher.batches()) {
             outputs.resize(rows * fit.model->output_width());
             model_device_ref().memory().copy_to_host(outputs.data(), fit.model->output(), outputs.size() * sizeof(float));
@@ -575,5 +595,12 @@ nn::Optimizer& Session::optimizer() const {
 double Session::learning_rate() const { return optimizer().learning_rate(); }
 
 void Session::set_learning_rate(double lr) { optimizer().set_learning_rate(lr); }
+
+std::optional<plugin::BatchOutputs> Session::batch_outputs() const {
+    if (forward_rows_ == 0 || !fit_ || !fit_->model) return std::nullopt;
+    const auto labels = fit_->host.labels.span<std::int32_t>();
+    return plugin::BatchOutputs{fit_->model->output(), forward_rows_, fit_->model->output_width(),
+                                labels.empty() ? nullptr : labels.data()};
+}
 
 }  // namespace trainhost::lifecycle

@@ -125,6 +125,7 @@ public:
     [[nodiscard]] double learning_rate() const override;
     [[nodiscard]] nn::Optimizer& optimizer() const;
     void set_learning_rate(double lr) override;
+    [[nodiscard]] std::optional<plugin::BatchOutputs> batch_outputs() const override;
     [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
     [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
     void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
@@ -210,6 +211,10 @@ private:
     // From a training batch's first change to the epoch's totals to its batch_end: a
     // checkpoint then would count the batch and train it again.
     bool batch_in_flight_ = false;
+    // Rows of the batch whose forward pass is in the model's output; 0 from each
+    // batch's start until its forward pass (a skipped batch has none).
+    std::uint64_t forward_rows_ = 0;
+    bool building_fit_ = false;  // for an out-of-memory message: the model and its buffers are being made
     // The running totals behind train_loss and train_accuracy (with state_.samples_seen):
     // a resume in the middle of an epoch continues them, so the epoch's metrics match
     // an uninterrupted one.

@@ -50,10 +50,12 @@ std::uint64_t Session::train_epoch() {
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
+        forward_rows_ = 0;
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
             batch_in_flight_ = true;
             upload_batch(rows);
             fit.model->forward(rows, true);
+            forward_rows_ = rows;
             std::size_t batch_correct = 0;
             const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
             if (!std::isfinite(loss))
@@ -145,9 +147,11 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
         state_.batch_index = b;
         const std::size_t rows = gather_batch(batcher, b);
         state_.batch_samples = rows;
+        forward_rows_ = 0;
         if (with_hooks) dispatch(TH_HOOK_VAL_BATCH_START);
         upload_batch(rows);
         fit.model->forward(rows, false);
+        forward_rows_ = rows;
         std::size_t batch_correct = 0;
         loss_sum += static_cast<double>(rows) * batch_loss(rows, nullptr, &batch_correct);
         correct += batch_correct;

@@ -20,6 +20,7 @@ struct PhaseWindow {
     th_hook first;
     th_hook last;
     bool in_exception;
+    th_hook also = TH_HOOK_COUNT;  // one more hook outside [first, last]; COUNT: none
 };
 
 // From which hook to which hook a call is allowed; exception counts separately.
@@ -31,6 +32,8 @@ constexpr PhaseWindow kMoves{TH_HOOK_TO_DEVICE, TH_HOOK_EPOCH_START, false};
 constexpr PhaseWindow kGradients{TH_HOOK_AFTER_BACKWARD, TH_HOOK_BEFORE_OPTIMIZER_STEP, false};
 // For the optimizer steps that follow: up to the last epoch's end.
 constexpr PhaseWindow kLearningRate{TH_HOOK_SETUP, TH_HOOK_EPOCH_END, false};
+// After a batch's forward pass: the training step's hooks, and each validation batch's end.
+constexpr PhaseWindow kBatchOutputs{TH_HOOK_BEFORE_BACKWARD, TH_HOOK_BATCH_END, false, TH_HOOK_VAL_BATCH_END};
 // Calls that are harmless at any moment of an instance's life, destructors included.
 constexpr PhaseWindow kAlways{TH_HOOK_SETUP, TH_HOOK_COUNT, true};
 
@@ -38,7 +41,7 @@ bool allowed(Phase phase, PhaseWindow window) {
     if (window.last == TH_HOOK_COUNT) return true;
     if (phase == Phase::exception) return window.in_exception;
     auto value = static_cast<std::uint32_t>(phase);
-    return value >= window.first && value <= window.last;
+    return (value >= window.first && value <= window.last) || (window.also != TH_HOOK_COUNT && value == window.also);
 }
 
 th_status fail(th_host* host, th_status status, std::string message) {
@@ -59,9 +62,12 @@ th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& bo
         resources::Ledger& ledger = host->services->ledger();
         Phase phase = ledger.phase();
         if (!allowed(phase, window)) {
-            std::string detail = fmt::format("{} is not allowed in phase {} (allowed from {} to {})", what,
+            std::string detail = fmt::format("{} is not allowed in phase {} (allowed from {} to {}{})", what,
                                              resources::phase_name(phase), resources::hook_name(window.first),
-                                             resources::hook_name(window.last));
+                                             resources::hook_name(window.last),
+                                             window.also == TH_HOOK_COUNT
+                                                 ? std::string()
+                                                 : fmt::format(", and in {}", resources::hook_name(window.also)));
             ledger.record_misuse(host->owner, resources::MisuseKind::out_of_phase, 0, detail);
             return fail(host, TH_OUT_OF_PHASE, detail);
         }
@@ -479,6 +485,51 @@ th_status lr_get(th_host* host, double* out) {
     });
 }
 
+// The batch's outputs, or why there are none; the shape is written either way.
+template <typename Copy>
+th_status batch_read(th_host* host, const char* what, std::uint64_t* rows, std::uint64_t* width, std::uint64_t count,
+                     bool wants_buffer, Copy&& copy) {
+    return guarded(host, what, kBatchOutputs, [&] {
+        const std::optional<BatchOutputs> batch = host->services->batch_outputs();
+        if (!batch)
+            return fail(host, TH_UNSUPPORTED,
+                        fmt::format("{}: this batch has no outputs (it was skipped before its forward pass)", what));
+        if (rows != nullptr) *rows = batch->rows;
+        if (width != nullptr) *width = batch->width;
+        return copy(*batch, count, wants_buffer);
+    });
+}
+
+th_status output_read(th_host* host, float* dst, std::uint64_t count, std::uint64_t* rows, std::uint64_t* width) {
+    return batch_read(host, "output_read", rows, width, count, dst != nullptr,
+                      [&](const BatchOutputs& batch, std::uint64_t room, bool has_buffer) {
+                          const std::uint64_t values = batch.rows * batch.width;
+                          if (!has_buffer || room < values)
+                              return fail(host, TH_BUFFER_TOO_SMALL,
+                                          fmt::format("output_read: the batch holds {} x {} = {} outputs, the buffer {}",
+                                                      batch.rows, batch.width, values, has_buffer ? room : 0));
+                          host->services->ledger()
+                              .device(host->services->model_device())
+                              .memory()
+                              .copy_to_host(dst, batch.outputs, values * sizeof(float));
+                          return TH_OK;
+                      });
+}
+
+th_status label_read(th_host* host, std::int32_t* dst, std::uint64_t count, std::uint64_t* rows) {
+    return batch_read(host, "label_read", rows, nullptr, count, dst != nullptr,
+                      [&](const BatchOutputs& batch, std::uint64_t room, bool has_buffer) {
+                          if (batch.labels == nullptr)
+                              return fail(host, TH_UNSUPPORTED, "label_read: this run's data has no class labels");
+                          if (!has_buffer || room < batch.rows)
+                              return fail(host, TH_BUFFER_TOO_SMALL,
+                                          fmt::format("label_read: the batch holds {} labels, the buffer {}", batch.rows,
+                                                      has_buffer ? room : 0));
+                          std::copy_n(batch.labels, batch.rows, dst);
+                          return TH_OK;
+                      });
+}
+
 th_status lr_set(th_host* host, double lr) {
     return guarded(host, "lr_set", kLearningRate, [&] {
         if (th_status s = check_declared_write(host, "lr_set", kLearningRateName); s != TH_OK) return s;
@@ -551,6 +602,8 @@ const th_host_api& host_api() noexcept {
         a.grad_scale = &grad_scale;
         a.lr_get = &lr_get;
         a.lr_set = &lr_set;
+        a.output_read = &output_read;
+        a.label_read = &label_read;
         return a;
     }();
     return api;

@@ -13,6 +13,14 @@
 
 namespace trainhost::plugin {
 
+// The batch in flight, where its outputs are there to read.
+struct BatchOutputs {
+    const float* outputs = nullptr;  // device memory of the model's backend
+    std::uint64_t rows = 0;
+    std::uint64_t width = 0;
+    const std::int32_t* labels = nullptr;  // host memory; none without class labels
+};
+
 struct ParamAccess {
     std::uint64_t id = 0;
     const std::string* name = nullptr;
@@ -43,6 +51,8 @@ public:
     // The optimizer's learning rate; a value to set is finite and >= 0.
     [[nodiscard]] virtual double learning_rate() const = 0;
     virtual void set_learning_rate(double lr) = 0;
+    // None where no forward pass of the current batch has run (a skipped batch).
+    [[nodiscard]] virtual std::optional<BatchOutputs> batch_outputs() const = 0;
 
     [[nodiscard]] virtual std::size_t metric_count() const = 0;
     // Key and value of the index-th metric in key order; the key lives until the metric set changes.

@@ -32,19 +32,28 @@ th_host& new_host() {
 std::string_view g_destroying;
 
 [[noreturn]] void plugin_destructor_threw() noexcept {
-    std::string what = "an exception that is no std::exception";
-    if (const std::exception_ptr thrown = std::current_exception()) {
+    std::fflush(stdout);  // what the run printed so far
+    const std::exception_ptr thrown = std::current_exception();
+    const auto name_length = static_cast<int>(g_destroying.size());
+    if (!thrown) {
+        // No exception: std::terminate called directly, or by a std::thread still joinable.
+        std::fprintf(stderr,
+                     "fatal: plugin '%.*s' ended the process from its destructor: std::terminate without an exception "
+                     "(a std::thread member still joinable, say); no verdict or report follows\n",
+                     name_length, g_destroying.data());
+    } else {
+        std::string what = "an exception that is no std::exception";
         try {
             std::rethrow_exception(thrown);
         } catch (const std::exception& e) {
             what = e.what();
         } catch (...) {
         }
+        std::fprintf(stderr,
+                     "fatal: plugin '%.*s' threw from its destructor: %s\n(C++ ends the process there, as destructors "
+                     "are noexcept: no verdict or report follows; catch inside the destructor)\n",
+                     name_length, g_destroying.data(), what.c_str());
     }
-    std::fprintf(stderr,
-                 "fatal: plugin '%.*s' threw from its destructor: %s\n(C++ ends the process there, as destructors are "
-                 "noexcept: no verdict or report follows; catch inside the destructor)\n",
-                 static_cast<int>(g_destroying.size()), g_destroying.data(), what.c_str());
     std::fflush(stderr);
     std::abort();
 }

@@ -99,13 +99,14 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
                                       : fmt::format("plugin file '{}' not found", file.string()));
         return file;
     }
+    std::string dangling;  // the first dangling link met, said if no later directory has the plugin
     for (const fs::path& dir : search_path) {
         fs::path file = dir / (std::string(name_or_path) + ".so");
         std::error_code ec;  // a name too long for a path is simply not there
         if (fs::is_regular_file(file, ec)) return file;
-        if (const std::string dangling = dangling_link(file); !dangling.empty())
-            throw PluginLoadError(fmt::format("plugin '{}': {}", name_or_path, dangling));
+        if (dangling.empty()) dangling = dangling_link(file);
     }
+    if (!dangling.empty()) throw PluginLoadError(fmt::format("plugin '{}': {}", name_or_path, dangling));
     std::vector<std::string> dirs;
     std::vector<std::string> there;  // the names the search path offers
     for (const fs::path& dir : search_path) {

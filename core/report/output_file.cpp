@@ -48,10 +48,14 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     if (fs::is_directory(fs::status(file, ec))) return "is a directory";
     for (const auto& [option, input] : inputs) {
         if (input.empty()) continue;
-        // Equivalent files, or one path for two outputs neither of which exists yet.
-        std::error_code same_ec;
-        if (fs::equivalent(file, input, ec) || fs::weakly_canonical(file, same_ec) == fs::weakly_canonical(input, same_ec))
-            return fmt::format("is the {} file", option);
+        // Equivalent files, or one path for two outputs neither of which exists yet
+        // (two pipes, which no path resolves, are not the same file).
+        std::error_code file_ec;
+        std::error_code input_ec;
+        const fs::path file_path = fs::weakly_canonical(file, file_ec);
+        const fs::path input_path = fs::weakly_canonical(input, input_ec);
+        const bool same_path = !file_ec && !input_ec && !file_path.empty() && file_path == input_path;
+        if (fs::equivalent(file, input, ec) || same_path) return fmt::format("is the {} file", option);
     }
     if (written_in_place(file)) {
         if (::access(file.c_str(), W_OK) != 0) return fmt::format("is not writable ({})", std::strerror(errno));

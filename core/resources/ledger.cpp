@@ -102,8 +102,10 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     // throws only having taken nothing), so that a failure never leaves memory that
     // nobody lists.
     auto stack = capture_stacks_ ? capture_stack() : nullptr;
-    taken_in_steps_.reserve(taken_in_steps_.size() + 1);  // so that noting a candidate cannot throw
-    taken_in_epoch_hooks_.reserve(taken_in_epoch_hooks_.size() + 1);
+    // So that noting a growth candidate cannot throw after the allocation; doubling, so
+    // that a long list costs no copy per call.
+    for (std::vector<th_handle>* candidates : {&taken_in_steps_, &taken_in_epoch_hooks_})
+        if (candidates->size() == candidates->capacity()) candidates->reserve(std::max<std::size_t>(16, 2 * candidates->size()));
     live_.reserve_one();
     std::size_t reserved = 0;
     void* address = allocate_upstream(kind, bytes, device, reserved);
@@ -307,15 +309,17 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 }
 
 // Memory that outlives the window its hook is checked in: taken (from = step) or
-// promoted (from = its old scope) past the step in a step hook, or past the epoch in
-// an epoch-level hook (epoch_start, the validation hooks, epoch_end).
+// promoted (from = its old scope) past the step in a step hook, checked per step;
+// past the epoch in an epoch-level hook (epoch_start, the validation hooks,
+// epoch_end), or promoted from epoch scope past the epoch in a step hook, checked
+// per epoch.
 void Ledger::note_growth_candidate(OwnerId owner, th_scope from, th_scope to, const th_handle& handle) {
     if (owner == kCoreOwner) return;
     const auto phase = static_cast<std::uint32_t>(phase_);
     const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
     const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
     if (in_step && from < TH_SCOPE_EPOCH && to >= TH_SCOPE_EPOCH) taken_in_steps_.push_back(handle);
-    else if (in_epoch && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) taken_in_epoch_hooks_.push_back(handle);
+    else if ((in_epoch || in_step) && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) taken_in_epoch_hooks_.push_back(handle);
 }
 
 void Ledger::begin_growth_window(th_scope scope) {

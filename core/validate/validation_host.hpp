@@ -8,6 +8,7 @@
 #include "plugin/host_services.hpp"
 #include "plugin/plugin_instance.hpp"
 
+#include <array>
 #include <map>
 #include <memory>
 #include <string>
@@ -59,12 +60,20 @@ public:
     [[nodiscard]] device::Backend& model_backend() override { return cpu_.backend(); }
     [[nodiscard]] double learning_rate() const override { return learning_rate_; }
     void set_learning_rate(double lr) override { learning_rate_ = lr; }
+    // Hooks are driven without a forward pass: a batch of fixed outputs and labels
+    // stands in, so a plugin that reads them sees a batch as in a run.
+    [[nodiscard]] std::optional<plugin::BatchOutputs> batch_outputs() const override {
+        return plugin::BatchOutputs{kOutputs.data(), kLabels.size(), kOutputs.size() / kLabels.size(), kLabels.data()};
+    }
     [[nodiscard]] std::size_t metric_count() const override { return metrics_.size(); }
     [[nodiscard]] std::pair<const std::string*, double> metric_at(std::size_t index) const override;
     void state_write(resources::OwnerId owner, const void* bytes, std::uint64_t size) override;
     void save_checkpoint(resources::OwnerId, std::string_view, bool) override {}
 
 private:
+    static constexpr std::array<float, 6> kOutputs{0.25f, -1.5f, 2.0f, 0.5f, -0.75f, 1.25f};
+    static constexpr std::array<std::int32_t, 3> kLabels{1, 0, 1};
+
     device::CpuDevice cpu_{0};
     std::unique_ptr<resources::Ledger> ledger_;
     std::unique_ptr<nn::Model> model_;

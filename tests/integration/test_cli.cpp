@@ -21,7 +21,7 @@ TEST_CASE("the help and version flags exit 0", "[cli]") {
     CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
     auto version = run_trainhost({"--version"});
     CHECK(version.exit_code == 0);
-    CHECK_THAT(version.out, Contains("plugin ABI 1.4"));
+    CHECK_THAT(version.out, Contains("plugin ABI 1.5"));
 }
 
 TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
@@ -220,8 +220,8 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         CHECK(run.exit_code == 4);
         CHECK_THAT(run.err, Contains("error: data: synthetic_autoencoder: out of host memory (this machine has ") &&
                                 EndsWith(" GiB): 40 samples of width 16777216 take 2.50 GiB (twice: features and "
-                                         "targets), and the width x latent (16777216 x 16777216) mixing matrix "
-                                         "2097152.00 GiB\n"));
+                                         "targets; twice again once split), and the width x latent (16777216 x "
+                                         "16777216) mixing matrix 2097152.00 GiB\n"));
     }
     SECTION("a validation fraction that rounds to no sample is warned of") {
         std::string text = tiny_config();
@@ -350,7 +350,7 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
     SECTION("ABI mismatch names both versions") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
         CHECK(run.exit_code == 2);
-        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.4"));
+        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.5"));
     }
     SECTION("create() refused carries the plugin's own message") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});
@@ -507,6 +507,12 @@ TEST_CASE("list-plugins and inspect say what is wrong with each entry of the sea
     CHECK(run.exit_code == 2);
     CHECK(run.err == "error: plugin 'dangling': " + plugins + "/dangling.so is a link to " +
                          (dir.path() / "gone.so").string() + ", which does not exist\n");
+    // A dangling link does not hide the plugin in a later directory of the path.
+    std::filesystem::create_symlink(dir.path() / "gone.so", dir.path() / "plugins" / "test_thrower.so");
+    run = run_trainhost({"inspect", "test_thrower"},
+                        "export TRAINHOST_PLUGIN_PATH=" + plugins + ":" + std::string(TRAINHOST_TEST_PLUGIN_DIR));
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("file:        " + test_support::test_plugin("test_thrower")));
 }
 
 TEST_CASE("a leaking plugin fails the run with exit 3 and is named", "[cli][ledger]") {

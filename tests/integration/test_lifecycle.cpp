@@ -157,6 +157,14 @@ TEST_CASE("a plugin destructor that throws ends the process naming the plugin", 
                                  "destructor\n(C++ ends the process there, as destructors are noexcept: no verdict or "
                                  "report follows; catch inside the destructor)\n"));
     CHECK_THAT(run.out, Contains("epoch 1/1: "));
+    // std::terminate with no exception (a joinable std::thread member) is told as such.
+    config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_thrower]\nhook = \"destructor\"\nhow = \"terminate\"\n"));
+    run = run_trainhost({"--config", config.string(), "--plugins=progress," + test_plugin("test_thrower")});
+    CHECK(run.signal == SIGABRT);
+    CHECK_THAT(run.err, Contains("fatal: plugin 'test_thrower' ended the process from its destructor: std::terminate "
+                                 "without an exception (a std::thread member still joinable, say); no verdict or report "
+                                 "follows\n"));
+    CHECK_THAT(run.out, Contains("epoch 1/1: "));
 }
 
 TEST_CASE("early_stopping refuses a bad mode or an empty monitor or a negative patience", "[lifecycle][plugins][options]") {

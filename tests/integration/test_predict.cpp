@@ -1,5 +1,6 @@
 // Predict mode as a user of Lightning's trainer.predict expects it: forward passes
-// over a chosen split, and with [predict] output a CSV of the predictions.
+// over a chosen split, and with [predict] output a CSV of the predictions; and the
+// batch's outputs and labels a plugin reads for the same ends (ABI 1.5).
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -13,6 +14,7 @@
 using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
+using test_support::test_plugin;
 using test_support::TempDir;
 using test_support::tiny_config;
 
@@ -126,5 +128,63 @@ TEST_CASE("a [predict] table that cannot work is refused before anything runs", 
     text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
     auto run = run_trainhost({"--config", dir.write("empty.toml", text).string()});
     CHECK(run.exit_code == 1);
-    CHECK_THAT(run.err, Contains("[predict] split \"validation\" has no samples (validation_fraction is 0)"));
+    CHECK_THAT(run.err, Contains("[predict] split \"validation\" has no samples (validation_fraction 0 of 40 samples)"));
+    CHECK_THAT(run.out, !Contains("fit 1/1"));  // found as the data loads, before any fit
+}
+
+TEST_CASE("an output that passes do not cover is warned of", "[predict]") {
+    TempDir dir;
+    const auto output = dir.path() / "part.csv";
+    const auto config = dir.write("p.toml", "mode = \"predict\"\n" +
+                                                tiny_config(1, "\n[predict]\npasses = 1\noutput = \"" + output.string() + "\"\n"));
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("[predict] passes = 1 covers 1 of the 2 batches of split \"train\"; output gets the "
+                                 "predictions of those (leave passes out for one pass over the split)"));
+    CHECK_THAT(run.out, Contains("fit 1/1: 1 predict pass, 16 predictions in "));
+}
+
+// A confusion-matrix callback's count, from the outputs' argmax against the labels,
+// is the core's own accuracy, for training batches and validation batches alike.
+TEST_CASE("a plugin reading the batch's outputs and labels counts the core's accuracies", "[predict][outputs][fashion-mnist]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", "seed = 5\nepochs = 2\n[data]\nlimit = 600\ntest = false\n" + kMlp);
+    const auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_batch_outputs"), "--report",
+                              report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto epochs = nlohmann::json::parse(test_support::read_file(report))["fits"][0]["epochs"];
+    REQUIRE(epochs.size() == 2);
+    for (const auto& epoch : epochs) {
+        const auto& metrics = epoch["metrics"];
+        CHECK(metrics["outputs.train_accuracy"].get<double>() == metrics["train_accuracy"].get<double>());
+        CHECK(metrics["outputs.val_accuracy"].get<double>() == metrics["val_accuracy"].get<double>());
+        CHECK(metrics["outputs.width"] == 10);
+        CHECK(metrics["outputs.batches_without_outputs"] == 0);
+    }
+}
+
+TEST_CASE("the batch's outputs are refused out of phase, absent for a skipped batch, and labels for unlabelled data",
+          "[outputs]") {
+    TempDir dir;
+    const std::string plugin = "--plugins=" + test_plugin("test_batch_outputs");
+    const auto report = dir.path() / "r.json";
+    // tiny_config: 2 training batches and 1 validation batch per epoch, no labels.
+    auto config = dir.write("skip.toml", tiny_config(2, "\n[plugins.test_batch_outputs]\nskip_every = 2\n"));
+    auto run = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto last = nlohmann::json::parse(test_support::read_file(report))["fits"][0]["epochs"][1]["metrics"];
+    CHECK(last["outputs.batches_without_outputs"] == 2);  // one skipped batch per epoch, counted over the fit
+    CHECK(last["outputs.unlabelled_batches"] == 4);       // the other training batch and the validation batch
+    CHECK(last["outputs.width"] == 8);
+    CHECK_FALSE(last.contains("outputs.train_accuracy"));
+
+    config = dir.write("phase.toml", tiny_config(1, "\n[plugins.test_batch_outputs]\nread_in = \"batch_start\"\n"));
+    run = run_trainhost({"--config", config.string(), plugin});
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("error: plugin 'test_batch_outputs' failed in batch_start: output_read: output_read is "
+                                 "not allowed in phase batch_start (allowed from before_backward to batch_end, and in "
+                                 "val_batch_end)"));
 }

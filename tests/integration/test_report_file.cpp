@@ -110,6 +110,18 @@ TEST_CASE("a --report to a FIFO is written into and the FIFO stays one", "[cli][
     CHECK(report["exit_code"] == 0);
 }
 
+// Two pipes resolve to no path: they are not "the same file" (--config <(...) with
+// --report /dev/stdout into a pipe).
+TEST_CASE("a --config and a --report that are both pipes are not taken for one file", "[cli][report]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", tiny_config()).string();
+    auto run = test_support::run_command(
+        {"bash", "-c", "\"$0\" --config <(cat \"$1\") --report /dev/stdout | cat", TRAINHOST_BINARY, config});
+    INFO(run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("\"exit_code\": 0") && Contains("resources: clean"));
+}
+
 TEST_CASE("a --report reader that goes away loses the report but not the verdict", "[cli][report]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3)).string();

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <exception>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -32,7 +33,9 @@ public:
     // hook = "destructor": a flush that throws from the destructor, as a careless
     // logger's would; C++ ends the process there, and the host must say whose it was.
     ~Thrower() override {
-        if (hook_ == "destructor") flush();
+        if (hook_ != "destructor") return;
+        if (how_ == "terminate") std::terminate();  // as a std::thread member left joinable does
+        flush();
     }
 
 protected:

@@ -182,6 +182,17 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     grown = ledger.grown_in_epoch("epoch_end");
     REQUIRE(grown.size() == 1);
     CHECK(grown[0].lease.acquired_in == static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END));
+    // Epoch-scoped memory taken at an epoch's start and promoted past the epoch in a
+    // step grows the pool as surely: the second epoch's is growth.
+    ledger.begin_growth_window(TH_SCOPE_FIT);
+    for (std::uint32_t epoch : {2u, 3u}) {
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, 7});
+        const th_handle kept = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "promoted");
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_END), {0, epoch, 7});
+        ledger.promote(late, kept, TH_SCOPE_FIT);
+        CHECK(ledger.grown_in_step("batch_end").empty());
+        CHECK(ledger.grown_in_epoch("epoch_end").size() == (epoch == 2 ? 0u : 1u));
+    }
     // A new fit forgets the warm-ups.
     ledger.begin_growth_window(TH_SCOPE_FIT);
     ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {1, 1, 6});

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 4
+#define TH_ABI_MINOR 5
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -301,6 +301,17 @@ typedef struct th_host_api {
      * Checkpoints save it; a resume starts from the saved one. */
     th_status (*lr_get)(th_host* host, double* out);
     th_status (*lr_set)(th_host* host, double lr);
+
+    /* ABI 1.5. The batch in flight, as a prediction writer or a confusion matrix
+     * needs it: the model's raw outputs (logits for cross_entropy and
+     * bce_with_logits), rows x width row-major, and the batch's class labels. After
+     * a training batch's forward pass (before_backward .. batch_end; not for a
+     * skipped batch) and in val_batch_end (validation and predict mode). The shape
+     * goes to *rows and *width (either may be NULL) first; a NULL dst or a count
+     * below what the batch holds then fails with TH_BUFFER_TOO_SMALL, so a plugin
+     * can size its buffer. label_read is TH_UNSUPPORTED for data without labels. */
+    th_status (*output_read)(th_host* host, float* dst, uint64_t count, uint64_t* rows, uint64_t* width);
+    th_status (*label_read)(th_host* host, int32_t* dst, uint64_t count, uint64_t* rows);
 } th_host_api;
 
 /* A hook: every slot of the vtable has this signature. */

@@ -57,6 +57,7 @@ public:
 // from 1.0 to 1.3): a plugin touches only the calls inside the size the host declares.
 inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
 inline constexpr std::size_t kHostApiOf14 = offsetof(th_host_api, lr_set) + sizeof(th_host_api::lr_set);
+inline constexpr std::size_t kHostApiOf15 = offsetof(th_host_api, label_read) + sizeof(th_host_api::label_read);
 
 // The pair every host call needs; passed by value, it is two pointers.
 class HostLink {
@@ -274,6 +275,34 @@ public:
     void set_learning_rate(double lr) {
         link_.require(kHostApiOf14, "1.4", "set_learning_rate");
         link_.check(link_.api().lr_set(link_.host(), lr), "lr_set");
+    }
+
+    // The batch in flight (ABI 1.5): after a training batch's forward pass (on_before_backward
+    // .. on_batch_end) and in on_val_batch_end. Outputs are raw (logits), rows x width.
+    struct BatchOutputs {
+        std::uint64_t rows = 0;
+        std::uint64_t width = 0;
+        std::vector<float> values;  // row-major
+    };
+    [[nodiscard]] BatchOutputs read_outputs() const {
+        link_.require(kHostApiOf15, "1.5", "read_outputs");
+        BatchOutputs batch;
+        const th_status sized = link_.api().output_read(link_.host(), nullptr, 0, &batch.rows, &batch.width);
+        if (sized != TH_BUFFER_TOO_SMALL) link_.check(sized, "output_read");
+        batch.values.resize(batch.rows * batch.width);
+        link_.check(link_.api().output_read(link_.host(), batch.values.data(), batch.values.size(), nullptr, nullptr),
+                    "output_read");
+        return batch;
+    }
+    // The batch's class labels; throws sdk::Error(TH_UNSUPPORTED) for data without them.
+    [[nodiscard]] std::vector<std::int32_t> read_labels() const {
+        link_.require(kHostApiOf15, "1.5", "read_labels");
+        std::uint64_t rows = 0;
+        const th_status sized = link_.api().label_read(link_.host(), nullptr, 0, &rows);
+        if (sized != TH_BUFFER_TOO_SMALL) link_.check(sized, "label_read");
+        std::vector<std::int32_t> labels(rows);
+        link_.check(link_.api().label_read(link_.host(), labels.data(), labels.size(), nullptr), "label_read");
+        return labels;
     }
 
     // Device memory owned by this plugin, to be given back before `scope` ends.
