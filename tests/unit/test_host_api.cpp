@@ -157,7 +157,7 @@ TEST_CASE("gradients and the learning rate are reached in their phases and as de
     }
 }
 
-TEST_CASE("the SDK refuses a call of ABI 1.4 on an older host instead of reading past its table", "[host_api][abi][sdk]") {
+TEST_CASE("the SDK refuses a call of ABI 1.4 or 1.5 on an older host instead of reading past its table", "[host_api][abi][sdk]") {
     ProbeHost host;
     th_host_api api = plugin::host_api();
     api.abi_minor = 3;
@@ -171,6 +171,11 @@ TEST_CASE("the SDK refuses a call of ABI 1.4 on an older host instead of reading
         CHECK(std::string(e.what()) == "learning_rate: needs a host of ABI 1.4 or newer; this one speaks 1.3");
     }
     CHECK_THROWS_WITH(ctx.scale_grad(0, 0.5f), "scale_grad: needs a host of ABI 1.4 or newer; this one speaks 1.3");
+    // And a 1.5 call on a 1.4 host.
+    api.abi_minor = 4;
+    api.struct_size = sdk::kHostApiOf14;
+    CHECK_THROWS_WITH(ctx.read_outputs(), "read_outputs: needs a host of ABI 1.5 or newer; this one speaks 1.4");
+    CHECK_THROWS_WITH(ctx.read_labels(), "read_labels: needs a host of ABI 1.5 or newer; this one speaks 1.4");
 }
 
 TEST_CASE("an option read with the getter of another type names its declared type", "[sdk][options]") {
