@@ -104,8 +104,9 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     auto stack = capture_stacks_ ? capture_stack() : nullptr;
     // So that noting a growth candidate cannot throw after the allocation; doubling, so
     // that a long list costs no copy per call.
-    for (std::vector<th_handle>* candidates : {&taken_in_steps_, &taken_in_epoch_hooks_})
-        if (candidates->size() == candidates->capacity()) candidates->reserve(std::max<std::size_t>(16, 2 * candidates->size()));
+    std::vector<th_handle>* const candidates = growth_candidates_for(owner, TH_SCOPE_STEP, scope);
+    if (candidates != nullptr && candidates->size() == candidates->capacity())
+        candidates->reserve(std::max<std::size_t>(16, 2 * candidates->size()));
     live_.reserve_one();
     std::size_t reserved = 0;
     void* address = allocate_upstream(kind, bytes, device, reserved);
@@ -132,7 +133,7 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.attached_param.reset();
     lease.stack = std::move(stack);
     const th_handle handle{lease.id, lease.generation, slot + 1};
-    note_growth_candidate(owner, TH_SCOPE_STEP, scope, handle);
+    if (candidates != nullptr) candidates->push_back(handle);
     count_in(lease);
     return handle;
 }
@@ -206,7 +207,8 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
     if (scope < lease.scope || scope > TH_SCOPE_SESSION || (owner != kCoreOwner && scope == TH_SCOPE_SESSION))
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("cannot promote lease {} from scope {} to {}", handle.id,
                                                              scope_name(lease.scope), scope_name(scope)));
-    note_growth_candidate(owner, lease.scope, scope, th_handle{lease.id, lease.generation, lease.slot + 1});
+    if (std::vector<th_handle>* candidates = growth_candidates_for(owner, lease.scope, scope))
+        candidates->push_back(th_handle{lease.id, lease.generation, lease.slot + 1});
     --leases_per_scope_[lease.scope];
     lease.scope = scope;
     ++leases_per_scope_[lease.scope];
@@ -313,13 +315,14 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 // past the epoch in an epoch-level hook (epoch_start, the validation hooks,
 // epoch_end), or promoted from epoch scope past the epoch in a step hook, checked
 // per epoch.
-void Ledger::note_growth_candidate(OwnerId owner, th_scope from, th_scope to, const th_handle& handle) {
-    if (owner == kCoreOwner) return;
+std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
+    if (owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
     const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
     const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
-    if (in_step && from < TH_SCOPE_EPOCH && to >= TH_SCOPE_EPOCH) taken_in_steps_.push_back(handle);
-    else if ((in_epoch || in_step) && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) taken_in_epoch_hooks_.push_back(handle);
+    if (in_step && from < TH_SCOPE_EPOCH) return &taken_in_steps_;
+    if ((in_epoch || in_step) && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) return &taken_in_epoch_hooks_;
+    return nullptr;
 }
 
 void Ledger::begin_growth_window(th_scope scope) {

@@ -136,7 +136,9 @@ private:
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
-    void note_growth_candidate(OwnerId owner, th_scope from, th_scope to, const th_handle& handle);
+    // The growth rule's list that a lease taken (from = step) or promoted from `from` to
+    // `to` now belongs on, if any.
+    [[nodiscard]] std::vector<th_handle>* growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept;
     template <typename Warmup>
     std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, Warmup&& warmup);
 
