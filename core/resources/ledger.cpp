@@ -138,35 +138,39 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     return handle;
 }
 
-LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
-    LeaseRecord* found = live_.find(handle);
-    if (found == nullptr) {
-        // A live lease reached through a handle not copied whole (its id alone, say):
-        // diagnosed as what it would be through the whole handle, never used.
-        const LeaseRecord* by_id = nullptr;
-        if (handle.id != 0)
-            live_.for_each([&](const LeaseRecord& lease) { by_id = lease.id == handle.id ? &lease : by_id; });
-        if (by_id != nullptr) {
-            const bool foreign = by_id->owner != owner;
-            std::string detail = fmt::format("{} of lease {}{} through a handle that was not copied whole (copy "
-                                             "th_handle as it is)",
-                                             operation, handle.id,
-                                             foreign ? fmt::format(", which belongs to {},", owners_.at(by_id->owner)) : "");
-            record_misuse(owner, foreign ? MisuseKind::foreign_handle : MisuseKind::unknown_handle, handle.id, detail);
-            throw ResourceError(TH_INVALID_HANDLE, detail);
-        }
-        const bool released = handle.id != 0 && handle.id < next_id_;
-        MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
-                          : released && std::string_view(operation) == "release" ? MisuseKind::double_free
-                          : released ? MisuseKind::use_after_free
-                                     : MisuseKind::unknown_handle;
-        std::string detail = kind == MisuseKind::use_after_reclaim
-                                 ? fmt::format("{} of lease {}, which the core reclaimed", operation, handle.id)
-                             : released ? fmt::format("{} of lease {}, which was already released", operation, handle.id)
-                                        : fmt::format("{} of lease {}, which does not exist", operation, handle.id);
-        record_misuse(owner, kind, handle.id, detail);
+// Every misuse through a handle that finds no live lease; apart from checked(), whose
+// path for a good handle stays short.
+void Ledger::refuse_missing(OwnerId owner, th_handle handle, const char* operation) {
+    // A live lease reached through a handle not copied whole (its id alone, say):
+    // diagnosed as what it would be through the whole handle, never used.
+    const LeaseRecord* by_id = nullptr;
+    if (handle.id != 0)
+        live_.for_each([&](const LeaseRecord& lease) { by_id = lease.id == handle.id ? &lease : by_id; });
+    if (by_id != nullptr) {
+        const bool foreign = by_id->owner != owner;
+        std::string detail = fmt::format("{} of lease {}{} through a handle that was not copied whole (copy "
+                                         "th_handle as it is)",
+                                         operation, handle.id,
+                                         foreign ? fmt::format(", which belongs to {},", owners_.at(by_id->owner)) : "");
+        record_misuse(owner, foreign ? MisuseKind::foreign_handle : MisuseKind::unknown_handle, handle.id, detail);
         throw ResourceError(TH_INVALID_HANDLE, detail);
     }
+    const bool released = handle.id != 0 && handle.id < next_id_;
+    MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
+                      : released && std::string_view(operation) == "release" ? MisuseKind::double_free
+                      : released ? MisuseKind::use_after_free
+                                 : MisuseKind::unknown_handle;
+    std::string detail = kind == MisuseKind::use_after_reclaim
+                             ? fmt::format("{} of lease {}, which the core reclaimed", operation, handle.id)
+                         : released ? fmt::format("{} of lease {}, which was already released", operation, handle.id)
+                                    : fmt::format("{} of lease {}, which does not exist", operation, handle.id);
+    record_misuse(owner, kind, handle.id, detail);
+    throw ResourceError(TH_INVALID_HANDLE, detail);
+}
+
+LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
+    LeaseRecord* found = live_.find(handle);
+    if (found == nullptr) refuse_missing(owner, handle, operation);
     LeaseRecord& lease = *found;
     if (lease.owner != owner) {
         std::string detail = fmt::format("{} of lease {}, which belongs to {}", operation, handle.id,

@@ -119,6 +119,7 @@ public:
 
 private:
     LeaseRecord& checked(OwnerId owner, th_handle handle, const char* operation);
+    [[noreturn, gnu::cold, gnu::noinline]] void refuse_missing(OwnerId owner, th_handle handle, const char* operation);
     void check_budget(OwnerId owner, std::uint64_t bytes) const;
     void* allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex device,
                             std::size_t& reserved);
