@@ -166,3 +166,40 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
     const auto epochs = report(dir, "togpu.json")["fits"][0]["epochs"];
     for (const auto& epoch : epochs) CHECK(epoch["memory"]["bytes_in_use"] == epochs[0]["memory"]["bytes_in_use"]);
 }
+
+// A plugin reads the batch's outputs out of device memory (ABI 1.5), and predict mode
+// writes them: both agree with the GPU fit's own accuracy, as on the CPU.
+TEST_CASE("batch outputs read from the GPU and written as predictions agree with the fit's accuracy", "[cuda]") {
+    TempDir dir;
+    const std::string model = "[model]\nloss = \"cross_entropy\"\nlayers = [ { type = \"flatten\" }, { type = "
+                              "\"dense\", units = 16 }, { type = \"relu\" }, { type = \"dense\", units = 10 } ]\n";
+    const auto ckpt = dir.path() / "ck";
+    auto config = dir.write("run.toml", "seed = 5\nepochs = 1\n[data]\nlimit = 600\n" + model + "[plugins.checkpoint]\n"
+                                        "dirpath = \"" + ckpt.string() + "\"\nsave_last = true\n");
+    auto run = run_trainhost({"--config", config.string(), "--device", "cuda", "--plugins=checkpoint," +
+                              test_support::test_plugin("test_batch_outputs"), "--report", (dir.path() / "r.json").string()});
+    if (no_gpu(run)) return;
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto fit = report(dir, "r.json")["fits"][0];
+    const auto& metrics = fit["epochs"][0]["metrics"];
+    CHECK(metrics["outputs.train_accuracy"].get<double>() == metrics["train_accuracy"].get<double>());
+    CHECK(metrics["outputs.val_accuracy"].get<double>() == metrics["val_accuracy"].get<double>());
+    auto predict = dir.write("predict.toml", "mode = \"predict\"\nseed = 5\n[data]\nlimit = 600\n" + model +
+                                                 "[predict]\nsplit = \"test\"\noutput = \"preds.csv\"\n");
+    run = run_trainhost({"--config", predict.string(), "--device", "cuda", "--weights", (ckpt / "last.safetensors").string()});
+    REQUIRE(run.exit_code == 0);
+    const std::string csv = test_support::read_file(dir.path() / "preds.csv");
+    std::size_t correct = 0, rows = 0;
+    std::size_t line_start = csv.find('\n') + 1;
+    while (line_start < csv.size()) {
+        const std::size_t first = csv.find(',', line_start), second = csv.find(',', first + 1),
+                          third = csv.find(',', second + 1);
+        correct += csv.substr(first + 1, second - first - 1) == csv.substr(second + 1, third - second - 1);
+        ++rows;
+        line_start = csv.find('\n', line_start) + 1;
+    }
+    CHECK(rows == 10000);
+    const double test_accuracy = fit["final_metrics"]["test_accuracy"];
+    CHECK(std::fabs(static_cast<double>(correct) / 10000.0 - test_accuracy) <= 1e-4);
+}
