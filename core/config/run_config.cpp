@@ -139,13 +139,24 @@ bool is_device_name(std::string_view name) {
     return false;
 }
 
-RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file) {
-    toml::table root;
+std::string read_config_text(const std::filesystem::path& file) {
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file.string()));
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+}
+
+toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
     try {
-        root = toml::parse(text, file.string());
+        return toml::parse(text, file.string());
     } catch (const toml::parse_error& e) {
         throw ConfigError(fmt::format("{}: invalid TOML: {}", source_position(file, e.source()), e.description()));
     }
+}
+
+RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file) {
+    toml::table root = parse_toml(text, file);
     RunConfig config;
     config.file = file;
     TableReader reader(root, "run config", file);
@@ -186,12 +197,6 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     return config;
 }
 
-RunConfig load_run_config(const std::filesystem::path& file) {
-    std::ifstream in(file, std::ios::binary);
-    if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file.string()));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return parse_run_config(text.str(), file);
-}
+RunConfig load_run_config(const std::filesystem::path& file) { return parse_run_config(read_config_text(file), file); }
 
 }  // namespace trainhost::config

@@ -88,6 +88,11 @@ struct RunConfig {
 [[nodiscard]] bool is_device_name(std::string_view name);
 
 // Throws ConfigError with file:line:column for every problem it finds first.
+// The text of a config file, read once (it may be a pipe); ConfigError naming the
+// file when it cannot be opened.
+[[nodiscard]] std::string read_config_text(const std::filesystem::path& file);
+// The TOML in `text`, or ConfigError "file:line:column: invalid TOML: ...".
+[[nodiscard]] toml::table parse_toml(std::string_view text, const std::filesystem::path& file);
 [[nodiscard]] RunConfig load_run_config(const std::filesystem::path& file);
 [[nodiscard]] RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file);
 

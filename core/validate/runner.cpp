@@ -2,8 +2,7 @@
 // that kills a child past its time, a line per test, and an optional JUnit file.
 #include "validate/validate.hpp"
 
-#include "config/table_reader.hpp"
-#include "errors.hpp"
+#include "config/run_config.hpp"
 #include "report/output_file.hpp"
 
 #include <cerrno>
@@ -187,17 +186,8 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     // again by each test's process.
     std::string config_text;
     if (!options.config.empty()) {
-        std::ifstream in(options.config, std::ios::binary);
-        if (!in) throw ConfigError(fmt::format("{}: cannot open config file", given.config));
-        std::ostringstream text;
-        text << in.rdbuf();
-        config_text = text.str();
-        try {
-            (void)toml::parse(config_text, given.config);
-        } catch (const toml::parse_error& e) {
-            throw ConfigError(fmt::format("{}: invalid TOML: {}", config::source_position(given.config, e.source()),
-                                          e.description()));
-        }
+        config_text = config::read_config_text(given.config);
+        (void)config::parse_toml(config_text, given.config);
     }
     fs::path workdir = fs::temp_directory_path() / fmt::format("trainhost-validate-{}", ::getpid());
     fs::create_directories(workdir);
