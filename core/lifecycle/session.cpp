@@ -299,6 +299,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     batch_in_flight_ = false;
     building_fit_ = false;
     forward_rows_ = 0;
+    ledger_->end_growth_window();  // a training fit opens its own, after setup
     epoch_trained_ = false;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
@@ -512,9 +513,6 @@ void Session::predict_fit(FitRecord& record) {
         const std::size_t rows = gather_batch(batcher, batch);
         state_.batch_samples = rows;
         forward_rows_ = 0;
-        // Predict mode has no growth rule yet (no epochs to warm up in): its candidates
-        // are dropped each pass instead of piling up over a long soak.
-        ledger_->begin_growth_window(TH_SCOPE_FIT);
         dispatch(TH_HOOK_VAL_BATCH_START);
         upload_batch(rows);
         fit.model->forward(rows, false);

@@ -320,7 +320,7 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 // epoch_end), or promoted from epoch scope past the epoch in a step hook, checked
 // per epoch.
 std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
-    if (owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
+    if (!growth_tracked_ || owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
     const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
     const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
@@ -331,6 +331,7 @@ std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope fr
 
 void Ledger::begin_growth_window(th_scope scope) {
     if (scope >= TH_SCOPE_FIT) {
+        growth_tracked_ = true;
         warmup_step_fit_.clear();
         warmup_epoch_.clear();
         taken_in_epoch_hooks_.clear();
@@ -339,16 +340,22 @@ void Ledger::begin_growth_window(th_scope scope) {
     taken_in_steps_.clear();
 }
 
+void Ledger::end_growth_window() {
+    growth_tracked_ = false;
+    taken_in_steps_.clear();
+    taken_in_epoch_hooks_.clear();
+}
+
 // Each candidate still held: its owner's first one sets the warm-up (and is not
-// growth), one taken after it is.
-template <typename Warmup>
-std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_view boundary, Warmup&& warmup) {
+// growth), one taken after it is; by step, or by epoch.
+std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch) {
     std::vector<Leak> leaks;
     for (const th_handle& handle : candidates) {
         const LeaseRecord* found = live_.find(handle);
         if (found == nullptr) continue;
-        const auto [table, when] = warmup(*found);
-        const auto [first, fresh] = table.try_emplace(found->owner, when);
+        auto& warmups = per_epoch ? warmup_epoch_ : found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_;
+        const std::uint64_t when = per_epoch ? found->acquired_at.epoch : found->acquired_at.step;
+        const auto [first, fresh] = warmups.try_emplace(found->owner, when);
         if (!fresh && when > first->second)
             leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
@@ -356,18 +363,10 @@ std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_
     return leaks;
 }
 
-std::vector<Leak> Ledger::grown_in_step(std::string_view boundary) {
-    return grown(taken_in_steps_, boundary, [&](const LeaseRecord& lease) {
-        return std::pair<std::unordered_map<OwnerId, std::uint64_t>&, std::uint64_t>{
-            lease.scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_, lease.acquired_at.step};
-    });
-}
+std::vector<Leak> Ledger::grown_in_step(std::string_view boundary) { return grown(taken_in_steps_, boundary, false); }
 
 std::vector<Leak> Ledger::grown_in_epoch(std::string_view boundary) {
-    return grown(taken_in_epoch_hooks_, boundary, [&](const LeaseRecord& lease) {
-        return std::pair<std::unordered_map<OwnerId, std::uint64_t>&, std::uint64_t>{warmup_epoch_,
-                                                                                     lease.acquired_at.epoch};
-    });
+    return grown(taken_in_epoch_hooks_, boundary, true);
 }
 
 void Ledger::record_misuse(OwnerId owner, MisuseKind kind, std::uint64_t lease_id, std::string detail) {

@@ -96,8 +96,11 @@ public:
     // (an optimizer's state in the first step, an average that starts at step 1000),
     // so each owner's first step that keeps memory is its warm-up; keeping more in a
     // later step is a pool that only grows. Per fit for fit scope and wider, per
-    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups.
+    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups. Only a
+    // training fit opens the window (fit scope); end_growth_window closes it, and
+    // until the next opens nothing is noted (predict mode has no growth rule yet).
     void begin_growth_window(th_scope scope);
+    void end_growth_window();
     // Plugin leases of epoch scope or wider taken in a step hook since the last call,
     // and still held, after their owner's warm-up step. Reported, not reclaimed: the
     // plugin may still give them back before their scope ends.
@@ -140,9 +143,9 @@ private:
     // The growth rule's list that a lease taken (from = step) or promoted from `from` to
     // `to` now belongs on, if any.
     [[nodiscard]] std::vector<th_handle>* growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept;
-    template <typename Warmup>
-    std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, Warmup&& warmup);
+    std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch);
 
+    bool growth_tracked_ = false;                   // a training fit's growth window is open
     std::vector<th_handle> taken_in_steps_;         // candidates for the growth rule per step
     std::vector<th_handle> taken_in_epoch_hooks_;   // and per epoch
     std::unordered_map<OwnerId, std::uint64_t> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step

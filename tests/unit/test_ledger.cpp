@@ -146,6 +146,12 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     Ledger ledger({&cpu});
     const auto late = ledger.register_owner("late");
     const auto pool = ledger.register_owner("pool");
+    // No window open (predict mode, or between fits): nothing is noted.
+    for (std::uint64_t index : {0u, 1u}) {
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
+        (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "unwatched");
+    }
+    CHECK(ledger.grown_in_step("batch_end").empty());
     ledger.begin_growth_window(TH_SCOPE_FIT);
     const auto step = [&](std::uint64_t index) {
         ledger.begin_growth_window(TH_SCOPE_EPOCH);
