@@ -485,10 +485,11 @@ th_status lr_get(th_host* host, double* out) {
     });
 }
 
-// The batch's outputs, or why there are none; the shape is written either way.
+// The batch's outputs, or why there are none; the shape is written either way, and
+// `copy` runs only into a buffer (`dst`, `count` values) that holds `values` of them.
 template <typename Copy>
-th_status batch_read(th_host* host, const char* what, std::uint64_t* rows, std::uint64_t* width, std::uint64_t count,
-                     bool wants_buffer, Copy&& copy) {
+th_status batch_read(th_host* host, const char* what, const void* dst, std::uint64_t count, std::uint64_t* rows,
+                     std::uint64_t* width, Copy&& copy) {
     return guarded(host, what, kBatchOutputs, [&] {
         const std::optional<BatchOutputs> batch = host->services->batch_outputs();
         if (!batch)
@@ -496,38 +497,31 @@ th_status batch_read(th_host* host, const char* what, std::uint64_t* rows, std::
                         fmt::format("{}: this batch has no outputs (it was skipped before its forward pass)", what));
         if (rows != nullptr) *rows = batch->rows;
         if (width != nullptr) *width = batch->width;
-        return copy(*batch, count, wants_buffer);
+        return copy(*batch, [&](std::uint64_t values) {
+            if (dst != nullptr && count >= values) return TH_OK;
+            return fail(host, TH_BUFFER_TOO_SMALL, fmt::format("{}: the batch holds {} values, the buffer {}", what,
+                                                               values, dst != nullptr ? count : 0));
+        });
     });
 }
 
 th_status output_read(th_host* host, float* dst, std::uint64_t count, std::uint64_t* rows, std::uint64_t* width) {
-    return batch_read(host, "output_read", rows, width, count, dst != nullptr,
-                      [&](const BatchOutputs& batch, std::uint64_t room, bool has_buffer) {
-                          const std::uint64_t values = batch.rows * batch.width;
-                          if (!has_buffer || room < values)
-                              return fail(host, TH_BUFFER_TOO_SMALL,
-                                          fmt::format("output_read: the batch holds {} x {} = {} outputs, the buffer {}",
-                                                      batch.rows, batch.width, values, has_buffer ? room : 0));
-                          host->services->ledger()
-                              .device(host->services->model_device())
-                              .memory()
-                              .copy_to_host(dst, batch.outputs, values * sizeof(float));
-                          return TH_OK;
-                      });
+    return batch_read(host, "output_read", dst, count, rows, width, [&](const BatchOutputs& batch, auto&& fits) {
+        const std::uint64_t values = batch.rows * batch.width;
+        if (th_status s = fits(values); s != TH_OK) return s;
+        host->services->ledger().device(host->services->model_device()).memory().copy_to_host(
+            dst, batch.outputs, values * sizeof(float));
+        return TH_OK;
+    });
 }
 
 th_status label_read(th_host* host, std::int32_t* dst, std::uint64_t count, std::uint64_t* rows) {
-    return batch_read(host, "label_read", rows, nullptr, count, dst != nullptr,
-                      [&](const BatchOutputs& batch, std::uint64_t room, bool has_buffer) {
-                          if (batch.labels == nullptr)
-                              return fail(host, TH_UNSUPPORTED, "label_read: this run's data has no class labels");
-                          if (!has_buffer || room < batch.rows)
-                              return fail(host, TH_BUFFER_TOO_SMALL,
-                                          fmt::format("label_read: the batch holds {} labels, the buffer {}", batch.rows,
-                                                      has_buffer ? room : 0));
-                          std::copy_n(batch.labels, batch.rows, dst);
-                          return TH_OK;
-                      });
+    return batch_read(host, "label_read", dst, count, rows, nullptr, [&](const BatchOutputs& batch, auto&& fits) {
+        if (batch.labels == nullptr) return fail(host, TH_UNSUPPORTED, "label_read: this run's data has no class labels");
+        if (th_status s = fits(batch.rows); s != TH_OK) return s;
+        std::copy_n(batch.labels, batch.rows, dst);
+        return TH_OK;
+    });
 }
 
 th_status lr_set(th_host* host, double lr) {
