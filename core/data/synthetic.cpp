@@ -27,13 +27,14 @@ constexpr std::uint64_t kParameterStream = 0;
 // Refused before anything is allocated where it cannot fit in the machine's memory,
 // and where an allocation fails all the same (a ulimit), with the same message: a
 // bare std::bad_alloc would not say which size was too large.
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
 [[noreturn]] void too_large(std::size_t samples, std::size_t width, std::size_t latent, const std::string& beyond) {
-    const double gib = 1024.0 * 1024.0 * 1024.0;
     const double data = static_cast<double>(samples) * static_cast<double>(width) * sizeof(float);
     const double mixing = static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
     throw DataError(fmt::format("synthetic_autoencoder: out of host memory{}: {} samples of width {} take {:.2f} GiB "
                                 "(twice: features and targets; twice again once split), and the width x latent ({} x {}) mixing matrix {:.2f} GiB",
-                                beyond, samples, width, data / gib, width, latent, mixing / gib));
+                                beyond, samples, width, data / kGiB, width, latent, mixing / kGiB));
 }
 
 // The data itself: mixing and bias drawn from stream 0, each sample from its own.
@@ -82,7 +83,7 @@ Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::
                           static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
     const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
     if (physical > 0 && needed > physical)
-        too_large(samples, width, latent, fmt::format(" (this machine has {:.2f} GiB)", physical / (1024.0 * 1024.0 * 1024.0)));
+        too_large(samples, width, latent, fmt::format(" (this machine has {:.2f} GiB)", physical / kGiB));
     try {
         return generate(samples, width, latent, seed);
     } catch (const std::bad_alloc&) {
