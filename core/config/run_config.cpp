@@ -17,6 +17,7 @@ constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
 LayerSpec read_layer(const toml::table& table, std::size_t index, const std::filesystem::path& file) {
     TableReader reader(table, fmt::format("[[model.layers]] #{}", index + 1), file);
     LayerSpec layer;
+    layer.origin = source_position(file, table.source());
     reader.require("type", "a layer needs one (dense, relu, sigmoid, tanh, flatten, dropout, conv2d or max_pool2d)");
     layer.type = reader.one_of("type", "", {"dense", "relu", "sigmoid", "tanh", "flatten", "dropout", "conv2d", "max_pool2d"});
     if (layer.type == "conv2d") {
@@ -43,6 +44,7 @@ void read_model(TableReader& root, RunConfig& config) {
     if (!table) root.fail("model", "missing: the config needs a [model] table with layers and a loss");
     TableReader reader(*table, "[model]", config.file);
     config.model.loss = reader.one_of("loss", "cross_entropy", {"cross_entropy", "bce_with_logits", "mse"});
+    config.model.loss_origin = reader.position_of("loss");
     const toml::array* layers = reader.array("layers");
     if (!layers || layers->empty()) reader.fail("layers", "missing or empty: list the layers as [[model.layers]]");
     for (std::size_t i = 0; i < layers->size(); ++i) {

@@ -26,11 +26,13 @@ struct LayerSpec {
     std::size_t kernel = 0;  // conv2d, max_pool2d
     std::size_t stride = 1;  // conv2d; max_pool2d defaults to its kernel
     std::size_t padding = 0;  // conv2d
+    std::string origin;       // "file:line:column" of the layer's table, for errors found once the data is known
 };
 
 struct ModelSpec {
     std::vector<LayerSpec> layers;
     std::string loss = "cross_entropy";  // cross_entropy, bce_with_logits, mse
+    std::string loss_origin;  // "file:line:column" of `loss`, or of [model] where the default is taken
 };
 
 struct OptimizerSpec {

@@ -3,8 +3,6 @@
 
 #include "device/device_registry.hpp"
 #include "errors.hpp"
-#include "data/idx_reader.hpp"
-#include "data/synthetic.hpp"
 #include "kernels/cpu/threads.hpp"
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/verdict.hpp"
@@ -105,6 +103,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
                                               "dataset {} (a smaller samples or limit needs less)",
                                               config.data.dataset));
         }
+        check_model_fits_data();
         load_plugins();
         load_start_checkpoint();
     } catch (...) {
@@ -138,43 +137,6 @@ void Session::release_core_objects() noexcept {
         }
     }
     core_objects_.clear();
-}
-
-void Session::load_data() {
-    const config::DataSpec& spec = options_.config.data;
-    data::Dataset all;
-    if (spec.dataset == "synthetic_autoencoder") {
-        all = data::make_synthetic_autoencoder(spec.samples, spec.width, spec.latent, options_.config.seed);
-    } else {
-        std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
-        all = data::load_idx_classification(dir, "train", 10, spec.limit);
-        // Predict mode reads the test files only to predict on them.
-        if (spec.test && (options_.config.mode != "predict" || options_.config.predict_split == "test")) {
-            test_ = data::load_idx_classification(dir, "t10k", 10, 0);
-            // The model is built for the training images; test images of another shape
-            // would be read with the wrong width.
-            if (test_->sample_shape != all.sample_shape)
-                throw data::DataError(fmt::format("{}: images are {}, the training images are {}",
-                                                  data::idx_images_path(dir, "t10k").string(),
-                                                  fmt::join(test_->sample_shape, "x"), fmt::join(all.sample_shape, "x")));
-        }
-    }
-    data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
-    train_ = std::move(split.train);
-    validation_ = std::move(split.validation);
-    if (train_.count == 0)
-        throw ConfigError(fmt::format("{}: [data] the training split is empty", options_.config.file.string()));
-    // Asked for, but rounded away: no val_* metric will come, and a plugin monitoring
-    // one would fail only once the first epoch ends.
-    if (spec.validation_fraction > 0 && validation_.count == 0)
-        err_ << fmt::format("warning: {}: [data] validation_fraction {} of {} samples rounds to none: this run has no "
-                            "validation split and no val_* metrics\n",
-                            options_.config.file.string(), spec.validation_fraction, all.count);
-    if (options_.config.mode == "predict" && predict_data().count == 0)
-        throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction {} of {} samples)",
-                                      options_.config.file.string(), options_.config.predict_split,
-                                      spec.validation_fraction, all.count));
-    state_.train_samples = train_.count;
 }
 
 void Session::enter(Phase phase) {
@@ -397,7 +359,6 @@ void Session::build_fit() {
     std::size_t largest_split = std::max(train_.count, validation_.count);
     if (test_) largest_split = std::max(largest_split, test_->count);
     const std::size_t rows = std::min<std::size_t>(config.data.batch_size, std::max<std::size_t>(largest_split, 1));
-    const std::size_t output_width = train_.classes > 0 ? train_.classes : train_.target_width;
     model_device_ = home_device_;
     state_.device = devices_[model_device_]->name().c_str();
     device::Backend& backend = model_device_ref().backend();
@@ -405,15 +366,8 @@ void Session::build_fit() {
     // Each split's last batch (a predict pass runs the training split).
     for (const data::Dataset* split : {&train_, &validation_, test_ ? &*test_ : nullptr})
         if (split != nullptr && split->count % rows != 0) context.smaller_rows.push_back(split->count % rows);
-    // The model's fit to the data is known only now, with the data loaded: name the file as every config error does.
-    try {
-        fit.loss = nn::loss_kind(config.model.loss);
-        if ((fit.loss == device::LossKind::cross_entropy) != (train_.classes > 0))
-            throw ConfigError(fmt::format("[model] loss {} does not fit dataset {}", config.model.loss, config.data.dataset));
-        fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width, context, config.seed);
-    } catch (const ConfigError& e) {
-        throw ConfigError(fmt::format("{}: {}", config.file.string(), e.what()));
-    }
+    fit.loss = nn::loss_kind(config.model.loss);
+    fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width(), context, config.seed);
     fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
     fit.loss_workspace = make_loss_workspace(backend, model_device_);
     if (train_.classes > 0)
@@ -472,13 +426,6 @@ void Session::train_fit(FitRecord& record) {
             throw FitFailure::non_finite("test loss", loss, fmt::format("fit {}", state_.fit_index + 1));
     }
     dispatch(TH_HOOK_FIT_END);
-}
-
-const data::Dataset& Session::predict_data() const {
-    const std::string& split = options_.config.predict_split;
-    if (split == "validation") return validation_;
-    if (split == "test") return *test_;  // loaded: the config asks for the test files
-    return train_;
 }
 
 // Forward passes only, cycling over the split's batches; each pass is a step, with

@@ -27,21 +27,17 @@ std::optional<device::Activation> activation_kind(const std::string& layer_type)
 
 }  // namespace
 
-Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& input_shape, std::size_t output_width,
+Model::Model(const config::ModelSpec& spec, const SampleShape& input_shape, std::size_t output_width,
              LayerContext context, std::uint64_t seed)
     : max_rows_(context.max_rows), device_(context.device) {
+    const std::vector<LayerShape> plan = plan_layer_shapes(spec, input_shape, output_width);
     data::Rng init_rng(seed);
-    std::vector<std::size_t> shape = input_shape;  // of one sample
-    const auto count = [](const std::vector<std::size_t>& s) {
-        std::size_t n = 1;
-        for (std::size_t d : s) n *= d;
-        return n;
-    };
-    std::size_t width = count(shape);
-    widths_.push_back(width);
+    widths_.push_back(element_count(input_shape));
     std::size_t param_layer = 0;  // two ParamIds per layer with parameters, stable for the same spec
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         const config::LayerSpec& layer = spec.layers[i];
+        const SampleShape& in = plan[i].input;
+        const std::size_t width = element_count(in);
         spec_index_.push_back(i);
         if (layer.type == "dense") {
             // An activation right after a dense layer runs inside it (see Dense).
@@ -50,47 +46,29 @@ Model::Model(const config::ModelSpec& spec, const std::vector<std::size_t>& inpu
             layers_.push_back(std::make_unique<Dense>(context, width, layer.units, ParamId{2 * param_layer},
                                                       fmt::format("dense{}", param_layer), init_rng, fused));
             ++param_layer;
-            shape = {layer.units};
             if (fused) ++i;
-        } else if (layer.type == "conv2d" || layer.type == "max_pool2d") {
-            if (shape.size() != 3)
-                throw ConfigError(fmt::format("[model] layer {} ({}) needs samples shaped [channels, height, width], "
-                                              "not {} dimension(s)",
-                                              i + 1, layer.type, shape.size()));
-            const int c = static_cast<int>(shape[0]), h = static_cast<int>(shape[1]), w = static_cast<int>(shape[2]);
-            const int k = static_cast<int>(layer.kernel);
-            if (layer.type == "conv2d") {
-                device::ConvShape s{0, c, h, w, static_cast<int>(layer.units), k, static_cast<int>(layer.stride),
-                                    static_cast<int>(layer.padding)};
-                if (s.out_height() < 1 || s.out_width() < 1)
-                    throw ConfigError(fmt::format("[model] layer {} (conv2d): kernel {} does not fit a {}x{} input", i + 1, k, h, w));
-                layers_.push_back(std::make_unique<Conv2d>(context, s, ParamId{2 * param_layer},
-                                                           fmt::format("conv{}", param_layer), init_rng));
-                ++param_layer;
-                shape = {layer.units, static_cast<std::size_t>(s.out_height()), static_cast<std::size_t>(s.out_width())};
-            } else {
-                device::PoolShape s{0, c, h, w, k, static_cast<int>(layer.stride)};
-                if (s.out_height() < 1 || s.out_width() < 1)
-                    throw ConfigError(fmt::format("[model] layer {} (max_pool2d): kernel {} does not fit a {}x{} input", i + 1, k, h, w));
-                layers_.push_back(std::make_unique<MaxPool2d>(context, s));
-                shape = {shape[0], static_cast<std::size_t>(s.out_height()), static_cast<std::size_t>(s.out_width())};
-            }
+        } else if (layer.type == "conv2d") {
+            const device::ConvShape s{0, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+                                      static_cast<int>(layer.units), static_cast<int>(layer.kernel),
+                                      static_cast<int>(layer.stride), static_cast<int>(layer.padding)};
+            layers_.push_back(std::make_unique<Conv2d>(context, s, ParamId{2 * param_layer},
+                                                       fmt::format("conv{}", param_layer), init_rng));
+            ++param_layer;
+        } else if (layer.type == "max_pool2d") {
+            const device::PoolShape s{0, static_cast<int>(in[0]), static_cast<int>(in[1]), static_cast<int>(in[2]),
+                                      static_cast<int>(layer.kernel), static_cast<int>(layer.stride)};
+            layers_.push_back(std::make_unique<MaxPool2d>(context, s));
         } else if (const std::optional<device::Activation> kind = activation_kind(layer.type)) {
             layers_.push_back(std::make_unique<ActivationLayer>(context.backend, *kind, width));
         } else if (layer.type == "flatten") {
             layers_.push_back(std::make_unique<Flatten>(context.backend, width));
-            shape = {width};
         } else if (layer.type == "dropout") {
             layers_.push_back(std::make_unique<Dropout>(context, width, layer.rate, seed ^ (0x9E3779B97F4A7C15ULL * (i + 1))));
         } else {
             throw ConfigError(fmt::format("unknown layer type '{}'", layer.type));
         }
-        width = layers_.back()->output_width();
-        widths_.push_back(width);
+        widths_.push_back(layers_.back()->output_width());
     }
-    if (width != output_width)
-        throw ConfigError(fmt::format("[model] the last layer has width {}, but the data needs {} outputs", width,
-                                      output_width));
     for (std::size_t i = 0; i < widths_.size(); ++i) {
         activations_.emplace_back(context.ledger, std::vector<std::size_t>{max_rows_, widths_[i]}, TH_SCOPE_FIT,
                                   fmt::format("activation{}", i), device_);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "config/run_config.hpp"
+#include "nn/layer_shapes.hpp"
 #include "nn/layers.hpp"
 
 #include <memory>
@@ -14,10 +15,8 @@ namespace trainhost::nn {
 
 class Model {
 public:
-    // Throws ConfigError when the layers do not fit the data (e.g. the last
-    // width differs from the number of classes).
-    // `input_shape` is one sample's, e.g. {1, 28, 28} for images or {3072}.
-    Model(const config::ModelSpec& spec, const std::vector<std::size_t>& input_shape, std::size_t output_width,
+    // Throws ConfigError when the layers do not fit the data (see plan_layer_shapes).
+    Model(const config::ModelSpec& spec, const SampleShape& input_shape, std::size_t output_width,
           LayerContext context, std::uint64_t seed);
 
     [[nodiscard]] float* input() const noexcept { return activations_.front().data(); }

@@ -619,7 +619,8 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         auto run = run_on(dir, idx_run_config(data) + "loss = \"mse\"\n");
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Catch::StartsWith("error: ") &&
-                                Catch::Contains(".toml: [model] loss mse does not fit dataset fashion_mnist\n"));
+                                Catch::Contains("run.toml:13:8: [model] loss mse does not fit dataset fashion_mnist: its samples "
+                                                "have class labels (use cross_entropy)\n"));
     }
     SECTION("a conv2d kernel larger than the images is a config error") {
         write_idx_pair(data, good_labels);
@@ -627,20 +628,21 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
                                                     "{ type = \"dense\", units = 10 }"));
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Catch::StartsWith("error: ") &&
-                                Catch::Contains("run.toml: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
+                                Catch::Contains("run.toml:12:12: [model] layer 1 (conv2d): kernel 5 does not fit a 2x3 input\n"));
+        CHECK(run.out.find("fit 1/1") == std::string::npos);  // found with the data, before any fit starts
     }
     SECTION("a window that overhangs the images is a config error however the stride rounds") {
         write_idx_pair(data, good_labels);
         for (const auto& [layer, message] : std::vector<std::pair<std::string, std::string>>{
-                 {"{ type = \"max_pool2d\", kernel = 4, stride = 4 }", "layer 1 (max_pool2d): kernel 4 does not fit a 2x3 input"},
-                 {"{ type = \"max_pool2d\", kernel = 3, stride = 2 }", "layer 1 (max_pool2d): kernel 3 does not fit a 2x3 input"},
-                 {"{ type = \"conv2d\", channels = 2, kernel = 4, stride = 8 }", "layer 1 (conv2d): kernel 4 does not fit a 2x3 input"},
+                 {"{ type = \"max_pool2d\", kernel = 4, stride = 4 }", "12:12: [model] layer 1 (max_pool2d): kernel 4 does not fit a 2x3 input"},
+                 {"{ type = \"max_pool2d\", kernel = 3, stride = 2 }", "12:12: [model] layer 1 (max_pool2d): kernel 3 does not fit a 2x3 input"},
+                 {"{ type = \"conv2d\", channels = 2, kernel = 4, stride = 8 }", "12:12: [model] layer 1 (conv2d): kernel 4 does not fit a 2x3 input"},
                  {"{ type = \"max_pool2d\", kernel = 2 }, { type = \"max_pool2d\", kernel = 2 }",
-                  "layer 2 (max_pool2d): kernel 2 does not fit a 1x1 input"}}) {
+                  "12:49: [model] layer 2 (max_pool2d): kernel 2 does not fit a 1x1 input"}}) {
             INFO(layer);
             auto run = run_on(dir, idx_run_config(data, layer + ", { type = \"flatten\" }, { type = \"dense\", units = 10 }"));
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Catch::Contains("run.toml: [model] " + message + "\n"));
+            CHECK_THAT(run.err, Catch::Contains("run.toml:" + message + "\n"));
         }
     }
 }

@@ -99,7 +99,7 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     misfit.replace(misfit.find("units = 8"), 9, "units = 5");
     auto shape = run_trainhost({"--config", dir.write("misfit.toml", misfit).string()});
     CHECK(shape.exit_code == 1);
-    CHECK_THAT(shape.err, Contains("[model] the last layer has width 5, but the data needs 8 outputs"));
+    CHECK_THAT(shape.err, EndsWith("misfit.toml:14:62: [model] the last layer has width 5, but the data needs 8 outputs\n"));
 }
 
 TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
@@ -240,19 +240,30 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         const std::string file = dir.write("run.toml", text).string();
         auto run = run_trainhost({"--config", file});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, StartsWith("error: " + file + ": [model] loss cross_entropy does not fit dataset "
-                                       "synthetic_autoencoder\n"));
-        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        CHECK(run.err == "error: " + file + ":13:8: [model] loss cross_entropy does not fit dataset "
+                         "synthetic_autoencoder: its samples have target vectors (use mse or bce_with_logits)\n");
+        CHECK_THAT(run.out, !Contains("fit 1/1"));  // found with the data, before the run starts
     }
-    SECTION("conv2d on flat samples") {
+    SECTION("conv2d on flat samples, before any plugin loads") {
         std::string text = tiny_config();
         const std::string dense = "{ type = \"dense\", units = 4 }";
         text.replace(text.find(dense), dense.size(), "{ type = \"conv2d\", channels = 2 }");
-        auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file, "--plugins=" + (dir.path() / "absent.so").string()});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, StartsWith("error: ") && Contains("run.toml: [model] layer 1 (conv2d) needs samples shaped [channels, height, width], "
-                                       "not 1 dimension(s)\n"));
-        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        CHECK(run.err == "error: " + file + ":14:12: [model] layer 1 (conv2d) needs samples shaped [channels, height, "
+                         "width], not 1 dimension(s) (the data's samples are [8])\n");
+        CHECK_THAT(run.out, !Contains("fit 1/1"));
+    }
+    SECTION("conv2d after a layer that makes the samples flat") {
+        std::string text = tiny_config();
+        const std::string tanh = "{ type = \"tanh\" }";
+        text.replace(text.find(tanh), tanh.size(), "{ type = \"max_pool2d\" }");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file + ":14:43: [model] layer 2 (max_pool2d) needs samples shaped [channels, "
+                         "height, width], not 1 dimension(s) (layer 1 (dense) makes them [4])\n");
     }
 }
 

@@ -64,10 +64,11 @@ TEST_CASE("a plugin reads the gradients the optimizer steps with, and clipping c
 
 TEST_CASE("the learning rate of a fit that failed before its optimizer was built is refused, not a crash", "[lr][abi14]") {
     TempDir dir;
-    std::string text = tiny_config(1);
-    text.replace(text.find("loss = \"bce_with_logits\""), 24, "loss = \"cross_entropy\"");  // no labels in this data
-    auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), "--plugins=" + test_plugin("test_grad_tools")});
-    CHECK(run.exit_code == 1);
+    // The plugin after it refuses to start: the fit fails before its model is built.
+    auto run = run_trainhost({"--config", dir.write("run.toml", tiny_config(1)).string(),
+                              "--plugins=" + test_plugin("test_grad_tools") + "," + test_plugin("test_refuser")});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start"));
     CHECK_THAT(run.out, Contains("grad_tools: lr_get: there is no optimizer: the fit failed before it was built"));
     CHECK_THAT(run.last_line(), Contains("resources: clean"));
 }

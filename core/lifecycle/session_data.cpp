@@ -1,0 +1,75 @@
+// The session's data: loading and splitting it, and checking that the model can
+// take it before anything else is built.
+#include "errors.hpp"
+#include "lifecycle/session.hpp"
+
+#include "data/idx_reader.hpp"
+#include "data/synthetic.hpp"
+#include "nn/layer_shapes.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <ostream>
+
+namespace trainhost::lifecycle {
+
+void Session::load_data() {
+    const config::DataSpec& spec = options_.config.data;
+    data::Dataset all;
+    if (spec.dataset == "synthetic_autoencoder") {
+        all = data::make_synthetic_autoencoder(spec.samples, spec.width, spec.latent, options_.config.seed);
+    } else {
+        std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
+        all = data::load_idx_classification(dir, "train", 10, spec.limit);
+        // Predict mode reads the test files only to predict on them.
+        if (spec.test && (options_.config.mode != "predict" || options_.config.predict_split == "test")) {
+            test_ = data::load_idx_classification(dir, "t10k", 10, 0);
+            // The model is built for the training images; test images of another shape
+            // would be read with the wrong width.
+            if (test_->sample_shape != all.sample_shape)
+                throw data::DataError(fmt::format("{}: images are {}, the training images are {}",
+                                                  data::idx_images_path(dir, "t10k").string(),
+                                                  fmt::join(test_->sample_shape, "x"), fmt::join(all.sample_shape, "x")));
+        }
+    }
+    data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
+    train_ = std::move(split.train);
+    validation_ = std::move(split.validation);
+    if (train_.count == 0)
+        throw ConfigError(fmt::format("{}: [data] the training split is empty", options_.config.file.string()));
+    // Asked for, but rounded away: no val_* metric will come, and a plugin monitoring
+    // one would fail only once the first epoch ends.
+    if (spec.validation_fraction > 0 && validation_.count == 0)
+        err_ << fmt::format("warning: {}: [data] validation_fraction {} of {} samples rounds to none: this run has no "
+                            "validation split and no val_* metrics\n",
+                            options_.config.file.string(), spec.validation_fraction, all.count);
+    if (options_.config.mode == "predict" && predict_data().count == 0)
+        throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction {} of {} samples)",
+                                      options_.config.file.string(), options_.config.predict_split,
+                                      spec.validation_fraction, all.count));
+    state_.train_samples = train_.count;
+}
+
+std::size_t Session::output_width() const noexcept {
+    return train_.classes > 0 ? train_.classes : train_.target_width;
+}
+
+void Session::check_model_fits_data() const {
+    const config::RunConfig& config = options_.config;
+    const bool classes = train_.classes > 0;
+    if ((nn::loss_kind(config.model.loss) == device::LossKind::cross_entropy) != classes)
+        throw ConfigError(fmt::format("{}: [model] loss {} does not fit dataset {}: its samples have {} (use {})",
+                                      config.model.loss_origin, config.model.loss, config.data.dataset,
+                                      classes ? "class labels" : "target vectors",
+                                      classes ? "cross_entropy" : "mse or bce_with_logits"));
+    (void)nn::plan_layer_shapes(config.model, train_.sample_shape, output_width());
+}
+
+const data::Dataset& Session::predict_data() const {
+    const std::string& split = options_.config.predict_split;
+    if (split == "validation") return validation_;
+    if (split == "test") return *test_;  // loaded: the config asks for the test files
+    return train_;
+}
+
+}  // namespace trainhost::lifecycle
