@@ -214,10 +214,14 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
 // Checked after a training step and after an epoch's end, never inside either: what
 // on_exception sees, and a checkpoint saved there, is a state a resume continues
 // from exactly (an epoch's validation and epoch_end are never cut short).
-void Session::check_interrupt() {
+void Session::check_interrupt(std::uint64_t predict_passes) {
     const int signal_number = pending_interrupt();
     if (signal_number == 0) return;
     interrupt_signal_ = signal_number;
+    if (options_.config.mode == "predict")
+        throw FitFailure(fmt::format("interrupted by {} in fit {}, after {} predict pass{}", interrupt_name(signal_number),
+                                     state_.fit_index + 1, predict_passes, predict_passes == 1 ? "" : "es"),
+                         kExitInterrupted);
     throw FitFailure(fmt::format("interrupted by {} in fit {}, epoch {}, after {} training batch{} of this fit",
                                  interrupt_name(signal_number), state_.fit_index + 1, state_.epoch + 1, batches_completed_,
                                  batches_completed_ == 1 ? "" : "es"),
@@ -261,7 +265,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     batch_in_flight_ = false;
     building_fit_ = false;
     forward_rows_ = 0;
-    ledger_->end_growth_window();  // a training fit opens its own, after setup
+    ledger_->end_growth_window();  // each fit opens its own, after setup
     epoch_trained_ = false;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
@@ -438,6 +442,7 @@ void Session::predict_fit(FitRecord& record) {
     FitState& fit = *fit_;
     restore_weights();
     dispatch(TH_HOOK_SETUP);
+    ledger_->begin_growth_window(TH_SCOPE_FIT, resources::Ledger::StepHooks::predict_pass);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     data::Batcher batcher(split, fit.model->max_rows(), false, config.seed);
@@ -472,20 +477,35 @@ void Session::predict_fit(FitRecord& record) {
         }
         dispatch(TH_HOOK_VAL_BATCH_END);
         check_scope(TH_SCOPE_STEP, "val_batch_end");
+        check_growth(ledger_->grown_in_step("val_batch_end"), "val_batch_end");
         record.predict_passes = pass + 1;
-        if (pass == 0) record.predict_first = memory_snapshot();
-        check_interrupt();
-    }
-    record.predict_last = memory_snapshot();
-    dispatch(TH_HOOK_VALIDATION_END);
-    if (predictions) {
+        // After each pass, so that a fit that fails or is interrupted later reports the last one it completed.
+        record.predict_last = memory_snapshot();
+        if (pass == 0) record.predict_first = record.predict_last;
         try {
-            report::write_output_file(config.predict_output, predictions->csv());
-        } catch (const std::exception& e) {
-            throw FitFailure(fmt::format("[predict] output: {}", e.what()), kExitTraining);
+            check_interrupt(pass + 1);
+        } catch (const FitFailure&) {
+            // As Lightning's prediction writer does per batch: an interrupted run keeps what it predicted.
+            if (predictions && predictions->rows() > 0) {
+                err_ << fmt::format("warning: [predict] output {} holds the {} of the split's {} predictions made "
+                                    "before the interrupt\n",
+                                    config.predict_output.string(), predictions->rows(), split.count);
+                write_predictions(*predictions, record);
+            }
+            throw;
         }
-        record.predictions = predictions->rows();
     }
+    dispatch(TH_HOOK_VALIDATION_END);
+    if (predictions) write_predictions(*predictions, record);
+}
+
+void Session::write_predictions(const report::PredictionTable& predictions, FitRecord& record) {
+    try {
+        report::write_output_file(options_.config.predict_output, predictions.csv());
+    } catch (const std::exception& e) {
+        throw FitFailure(fmt::format("[predict] output: {}", e.what()), kExitTraining);
+    }
+    record.predictions = predictions.rows();
 }
 
 th_train_state Session::train_state() const {

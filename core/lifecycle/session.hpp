@@ -23,6 +23,10 @@
 #include <string>
 #include <vector>
 
+namespace trainhost::report {
+class PredictionTable;
+}
+
 namespace trainhost::lifecycle {
 
 // Lines of one kind of violation (a plugin's misuse kind, or its leaks of one rule
@@ -80,7 +84,7 @@ struct FitRecord {
     std::map<std::string, std::uint64_t> unaccounted_bytes;
     std::uint64_t predict_passes = 0;  // predict mode: forward passes done
     std::uint64_t predictions = 0;     // predict mode: rows written to [predict] output
-    // Predict mode: memory after the first and after the last forward pass.
+    // Predict mode: memory after the first and after the last forward pass completed.
     std::optional<MemorySnapshot> predict_first;
     std::optional<MemorySnapshot> predict_last;
 };
@@ -149,6 +153,7 @@ private:
     void build_fit();
     void train_fit(FitRecord& record);
     void predict_fit(FitRecord& record);
+    void write_predictions(const report::PredictionTable& predictions, FitRecord& record);
     [[nodiscard]] const data::Dataset& predict_data() const;
     // Returns the training samples it took in this process (a resumed epoch took some before).
     std::uint64_t train_epoch();
@@ -163,7 +168,8 @@ private:
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
     void check_growth(std::vector<resources::Leak> grown, std::string_view boundary);
-    void check_interrupt();
+    // `predict_passes`: those done, in predict mode, for the message.
+    void check_interrupt(std::uint64_t predict_passes = 0);
     void enter(resources::Phase phase);
     void load_start_checkpoint();
     [[nodiscard]] std::filesystem::path checkpoint_path(std::string_view option, const std::string& value) const;

@@ -82,9 +82,10 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
                         {"memory_after_teardown", memory_json(fit.after_teardown)},
                         {"unaccounted_device_bytes", fit.unaccounted_bytes},
                         {"predict_memory",
-                         fit.predict_first ? nlohmann::json{{"after_first_pass", memory_json(*fit.predict_first)},
-                                                            {"after_last_pass", memory_json(*fit.predict_last)}}
-                                           : nlohmann::json()},
+                         fit.predict_first && fit.predict_last
+                             ? nlohmann::json{{"after_first_pass", memory_json(*fit.predict_first)},
+                                              {"after_last_pass", memory_json(*fit.predict_last)}}
+                             : nlohmann::json()},
                         {"predict_passes", fit.predict_passes},
                         {"predictions", fit.predictions},
                         {"failure", fit.failure}});

@@ -322,6 +322,10 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
     if (!growth_tracked_ || owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
+    if (step_hooks_ == StepHooks::predict_pass) {
+        const bool in_pass = phase == TH_HOOK_VAL_BATCH_START || phase == TH_HOOK_VAL_BATCH_END;
+        return in_pass && from < TH_SCOPE_EPOCH ? &taken_in_steps_ : nullptr;
+    }
     const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
     const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
     if (in_step && from < TH_SCOPE_EPOCH) return &taken_in_steps_;
@@ -329,9 +333,10 @@ std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope fr
     return nullptr;
 }
 
-void Ledger::begin_growth_window(th_scope scope) {
+void Ledger::begin_growth_window(th_scope scope, StepHooks steps) {
     if (scope >= TH_SCOPE_FIT) {
         growth_tracked_ = true;
+        step_hooks_ = steps;
         warmup_step_fit_.clear();
         warmup_epoch_.clear();
         taken_in_epoch_hooks_.clear();

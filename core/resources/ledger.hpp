@@ -96,10 +96,13 @@ public:
     // (an optimizer's state in the first step, an average that starts at step 1000),
     // so each owner's first step that keeps memory is its warm-up; keeping more in a
     // later step is a pool that only grows. Per fit for fit scope and wider, per
-    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups. Only a
-    // training fit opens the window (fit scope); end_growth_window closes it, and
-    // until the next opens nothing is noted (predict mode has no growth rule yet).
-    void begin_growth_window(th_scope scope);
+    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups. A fit
+    // opens the window (fit scope) with the hooks its steps run in: a training
+    // batch's, or a predict pass's (whose validation batch hooks are then step hooks,
+    // and which has no epochs); end_growth_window closes it, and until the next
+    // opens nothing is noted.
+    enum class StepHooks { training_batch, predict_pass };
+    void begin_growth_window(th_scope scope, StepHooks steps = StepHooks::training_batch);
     void end_growth_window();
     // Plugin leases of epoch scope or wider taken in a step hook since the last call,
     // and still held, after their owner's warm-up step. Reported, not reclaimed: the
@@ -145,7 +148,8 @@ private:
     [[nodiscard]] std::vector<th_handle>* growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept;
     std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch);
 
-    bool growth_tracked_ = false;                   // a training fit's growth window is open
+    bool growth_tracked_ = false;                   // a fit's growth window is open
+    StepHooks step_hooks_ = StepHooks::training_batch;
     std::vector<th_handle> taken_in_steps_;         // candidates for the growth rule per step
     std::vector<th_handle> taken_in_epoch_hooks_;   // and per epoch
     std::unordered_map<OwnerId, std::uint64_t> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step

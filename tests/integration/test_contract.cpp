@@ -141,6 +141,30 @@ TEST_CASE("a pool grown at every epoch start or validation batch is caught at th
     }
 }
 
+// CUDA.jl's pool in inference: predict mode's passes are its steps, and the pass
+// hooks (val_batch_start, val_batch_end) its step hooks.
+TEST_CASE("in predict mode a pool grown every pass is caught at the second pass's end", "[contract][failures][predict]") {
+    TempDir dir;
+    const std::string pool = "\n[plugins.test_growing_pool]\nhook = \"val_batch_end\"\n";
+    auto config = dir.write("run.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\npasses = 5\n" + pool));
+    auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")}));
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch scope=fit "
+                                 "acquired_in=val_batch_end fit=0 epoch=0 step=1 ") &&
+                            Contains(" detected_at=val_batch_end rule=growth\n"));
+    const auto report = report_of(dir);
+    const auto& fit = report["fits"][0];
+    CHECK(fit["predict_passes"] == 1);  // the first, the pool's warm-up; the second failed
+    CHECK(fit["predict_memory"]["after_last_pass"] == fit["predict_memory"]["after_first_pass"]);
+    CHECK(report["violations"].size() == 1);
+    // While state made once, in the first pass, is not growth.
+    auto once = dir.write("once.toml", "mode = \"predict\"\n" +
+                                           tiny_config(1, "\n[predict]\npasses = 5\n" + pool + "once = true\n"));
+    auto clean = run_trainhost({"--config", once.string(), "--plugins=" + test_plugin("test_growing_pool")});
+    CHECK(clean.exit_code == 0);
+    CHECK_THAT(clean.last_line(), StartsWith("resources: clean"));
+}
+
 // An average that starts late (EMA's start_step), made once and kept, is set up
 // lazily like an optimizer's state: its first step is its warm-up, wherever it falls.
 TEST_CASE("state made once, lazily, in a late step is not growth", "[contract]") {

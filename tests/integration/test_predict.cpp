@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <csignal>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -142,6 +143,33 @@ TEST_CASE("an output that passes do not cover is warned of", "[predict]") {
     CHECK_THAT(run.err, Contains("[predict] passes = 1 covers 1 of the 2 batches of split \"train\"; output gets the "
                                  "predictions of those (leave passes out for one pass over the split)"));
     CHECK_THAT(run.out, Contains("fit 1/1: 1 predict pass, 16 predictions in "));
+}
+
+// Ctrl-C in a long predict run: as Lightning's prediction writer with
+// write_interval="batch", the predictions made so far are kept, and said to be partial.
+TEST_CASE("an interrupted predict run writes the predictions it made and says they are partial",
+          "[predict][interrupt]") {
+    TempDir dir;
+    const auto output = dir.path() / "preds.csv";
+    const auto report = dir.path() / "r.json";
+    const auto config = dir.write(
+        "p.toml", "mode = \"predict\"\n" +
+                      tiny_config(1, "\n[predict]\noutput = \"" + output.string() +
+                                         "\"\n[plugins.test_thrower]\nhook = \"val_batch_end\"\nhow = \"sigint\"\n"));
+    auto run = run_trainhost(
+        {"--config", config.string(), "--plugins=" + test_plugin("test_thrower"), "--report", report.string()});
+    CHECK(run.signal == SIGINT);
+    CHECK_THAT(run.err, Contains("warning: [predict] output " + output.string() + " holds the 16 of the split's 30 "
+                                 "predictions made before the interrupt\n"));
+    CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, after 1 predict pass\n"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    const auto rows = csv_rows(output);
+    REQUIRE(rows.size() == 17);  // the header and the first batch
+    CHECK(rows[0][0] == "index");
+    const auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+    CHECK(fit["predictions"] == 16);
+    CHECK(fit["predict_passes"] == 1);
+    CHECK(fit["predict_memory"]["after_last_pass"] == fit["predict_memory"]["after_first_pass"]);
 }
 
 // A confusion-matrix callback's count, from the outputs' argmax against the labels,
