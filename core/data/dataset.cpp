@@ -71,7 +71,32 @@ Dataset subset(const Dataset& dataset, std::span<const std::size_t> indices) {
     return result;
 }
 
-Split split_train_validation(const Dataset& dataset, double validation_fraction, std::uint64_t seed) {
+namespace {
+
+// Keeps the rows at `indices` (ascending, no repeats), in place: row indices[i] moves
+// to row i, which is never after it, so no row is overwritten before it has moved.
+void keep_rows(Dataset& dataset, std::span<const std::size_t> indices) {
+    const std::size_t width = dataset.feature_width();
+    const std::size_t target_width = dataset.target_width;
+    const bool has_labels = dataset.classes > 0;
+    for (std::size_t row = 0; row < indices.size(); ++row) {
+        const std::size_t from = indices[row];
+        if (from == row) continue;
+        std::copy_n(dataset.features.begin() + static_cast<std::ptrdiff_t>(from * width), width,
+                    dataset.features.begin() + static_cast<std::ptrdiff_t>(row * width));
+        std::copy_n(dataset.targets.begin() + static_cast<std::ptrdiff_t>(from * target_width), target_width,
+                    dataset.targets.begin() + static_cast<std::ptrdiff_t>(row * target_width));
+        if (has_labels) dataset.labels[row] = dataset.labels[from];
+    }
+    dataset.count = indices.size();
+    dataset.features.resize(dataset.count * width);
+    dataset.targets.resize(dataset.count * target_width);
+    if (has_labels) dataset.labels.resize(dataset.count);
+}
+
+}  // namespace
+
+Split split_train_validation(Dataset dataset, double validation_fraction, std::uint64_t seed) {
     // Written as a negated range check so NaN is rejected too.
     if (!(validation_fraction >= 0.0 && validation_fraction < 1.0)) {
         throw DataError(
@@ -90,7 +115,9 @@ Split split_train_validation(const Dataset& dataset, double validation_fraction,
     std::sort(validation_indices.begin(), validation_indices.end());
     std::sort(train_indices.begin(), train_indices.end());
 
-    return Split{subset(dataset, train_indices), subset(dataset, validation_indices)};
+    Dataset validation = subset(dataset, validation_indices);
+    keep_rows(dataset, train_indices);
+    return Split{std::move(dataset), std::move(validation)};
 }
 
 }  // namespace trainhost::data

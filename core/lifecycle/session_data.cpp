@@ -32,7 +32,8 @@ void Session::load_data() {
                                                   fmt::join(test_->sample_shape, "x"), fmt::join(all.sample_shape, "x")));
         }
     }
-    data::Split split = data::split_train_validation(all, spec.validation_fraction, options_.config.seed);
+    const std::size_t all_count = all.count;
+    data::Split split = data::split_train_validation(std::move(all), spec.validation_fraction, options_.config.seed);
     train_ = std::move(split.train);
     validation_ = std::move(split.validation);
     if (train_.count == 0)
@@ -42,11 +43,11 @@ void Session::load_data() {
     if (spec.validation_fraction > 0 && validation_.count == 0)
         err_ << fmt::format("warning: {}: [data] validation_fraction {} of {} samples rounds to none: this run has no "
                             "validation split and no val_* metrics\n",
-                            options_.config.file.string(), spec.validation_fraction, all.count);
+                            options_.config.file.string(), spec.validation_fraction, all_count);
     if (options_.config.mode == "predict" && predict_data().count == 0)
         throw ConfigError(fmt::format("{}: [predict] split \"{}\" has no samples (validation_fraction {} of {} samples)",
                                       options_.config.file.string(), options_.config.predict_split,
-                                      spec.validation_fraction, all.count));
+                                      spec.validation_fraction, all_count));
     state_.train_samples = train_.count;
 }
 

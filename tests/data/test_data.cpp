@@ -405,6 +405,13 @@ TEST_CASE("subset and split_train_validation", "[data][split]") {
     CHECK(all.size() == 103);  // disjoint and covering: 82 + 21 distinct ids
     CHECK(*all.rbegin() == 102);
     CHECK(std::is_sorted(train_ids.begin(), train_ids.end()));
+    // Both parts hold their rows whole, the training part moved up in place as a copy would hold them.
+    for (const auto& [part, ids] : {std::pair{&split.train, train_ids}, std::pair{&split.validation, validation_ids}}) {
+        const auto copy = trainhost::data::subset(dataset, ids);
+        CHECK(part->features == copy.features);
+        CHECK(part->labels == copy.labels);
+        CHECK(part->targets == copy.targets);
+    }
 
     const auto again = trainhost::data::split_train_validation(dataset, 0.2, 7);
     CHECK(ids_of(again.validation) == validation_ids);

@@ -220,7 +220,7 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         CHECK(run.exit_code == 4);
         CHECK_THAT(run.err, Contains("error: data: synthetic_autoencoder: out of host memory (this machine has ") &&
                                 EndsWith(" GiB): 40 samples of width 16777216 take 2.50 GiB (twice: features and "
-                                         "targets; twice again once split), and the width x latent (16777216 x "
+                                         "targets; at most twice again for the validation split's copy), and the width x latent (16777216 x "
                                          "16777216) mixing matrix 2097152.00 GiB\n"));
     }
     SECTION("a validation fraction that rounds to no sample is warned of") {
