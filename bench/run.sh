@@ -43,15 +43,28 @@ workdir=$(mktemp -d)
 trap 'rm -rf "$workdir"' EXIT
 configs=(bench/configs/mlp_fashion_mnist.toml bench/configs/autoencoder.toml bench/configs/cnn_fashion_mnist.toml)
 
+# Runs a command and writes its peak resident memory (KiB, the kernel's own count
+# through getrusage) to a file; exits with the command's status.
+peak_rss() {  # file, command...
+    "$python" -c 'import resource, subprocess, sys
+rc = subprocess.run(sys.argv[2:]).returncode
+open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
+sys.exit(rc)' "$@"
+}
+
 # trainhost and PyTorch alternate per workload so that both see similar background load.
 for config in "${configs[@]}"; do
     name=$(basename "$config" .toml)
     echo "$name: trainhost, then pytorch ($epochs epochs, $threads threads)" >&2
-    build-bench/core/trainhost --config "$config" --device cpu --epochs "$epochs" \
+    peak_rss "$workdir/$name.rss" build-bench/core/trainhost --config "$config" --device cpu --epochs "$epochs" \
         --report "$workdir/$name.json" >"$workdir/$name.log" 2>&1 \
         || { cat "$workdir/$name.log" >&2; exit 1; }
-    "$python" bench/torch_peer.py --threads "$threads" --epochs "$epochs" "$config" >>"$workdir/torch.txt"
+    peak_rss "$workdir/$name.torch.rss" "$python" bench/torch_peer.py --threads "$threads" --epochs "$epochs" \
+        "$config" >>"$workdir/torch.txt"
 done
+# What the libraries alone take, for reading the memory table.
+peak_rss "$workdir/libraries.rss" build-bench/core/trainhost --version >/dev/null
+peak_rss "$workdir/libraries.torch.rss" "$python" -c "import torch; torch.zeros(1) + 1"
 
 "$python" - "$workdir" "$threads" "$load" <<'EOF'
 import json, pathlib, statistics, sys
@@ -64,4 +77,14 @@ for name, peer in torch.items():
     epochs = json.loads((workdir / f"{name}.json").read_text())["fits"][0]["epochs"]
     ours = statistics.median(e["metrics"]["samples_per_second"] for e in epochs)
     print(f"| {name:<18} | {ours:>19.0f} | {float(peer):>17.0f} | {ours / float(peer):>25.2f} |")
+
+def mib(file):
+    return int((workdir / file).read_text()) / 1024
+print(f"\npeak resident memory (MiB) of the whole process, data and libraries included\n")
+print(f"| {'workload':<18} | {'trainhost MiB':>13} | {'pytorch MiB':>11} | {'ratio (trainhost/pytorch)':>25} |")
+print(f"|{'-' * 20}|{'-' * 14}:|{'-' * 12}:|{'-' * 26}:|")
+for name in [*torch, "libraries"]:
+    ours, peer = mib(f"{name}.rss"), mib(f"{name}.torch.rss")
+    label = name if name != "libraries" else "(libraries alone)"
+    print(f"| {label:<18} | {ours:>13.0f} | {peer:>11.0f} | {ours / peer:>25.2f} |")
 EOF

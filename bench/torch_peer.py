@@ -16,7 +16,8 @@ the whole training set on the device once, PyTorch at its fastest; "host" keeps 
 in host memory and, per step, uploads the batch from pinned memory and reads the
 loss back, as a loop fed by a pinned DataLoader that reports each step's loss does
 (and as trainhost does). --json writes {"samples_per_second": ...} for the last
-config, for scripts.
+config, for scripts; with --device cuda also "peak_device_bytes_allocated"
+(torch.cuda.max_memory_allocated over the training loop).
 """
 import json
 import argparse
@@ -108,6 +109,8 @@ def bench(config_path, epochs, device, feed):
     batch = data.get("batch_size", 64)
     shuffle = data.get("shuffle", True)
     model.train()
+    if device == "cuda":
+        torch.cuda.reset_peak_memory_stats()
     rates = []
     for _ in range(epochs):
         start = time.perf_counter()
@@ -148,7 +151,10 @@ def main():
         rate = bench(path, args.epochs, args.device, args.feed)
         print(f"{path.stem} {rate:.1f}", flush=True)
         if args.json:
-            args.json.write_text(json.dumps({"config": str(path), "samples_per_second": rate}) + "\n")
+            result = {"config": str(path), "samples_per_second": rate}
+            if args.device == "cuda":  # tensors only, as trainhost's ledger counts its leases
+                result["peak_device_bytes_allocated"] = torch.cuda.max_memory_allocated()
+            args.json.write_text(json.dumps(result) + "\n")
 
 
 if __name__ == "__main__":

@@ -170,6 +170,13 @@ t = statistics.median(e["metrics"]["samples_per_second"] for e in json.load(open
 resident, host = (json.load(open(path))["samples_per_second"] for path in sys.argv[2:4])
 print(f"{sys.argv[4]:<22} trainhost {t:9.0f}/s  pytorch resident {resident:9.0f}/s (ratio {t / resident:5.2f})"
       f"  host-fed {host:9.0f}/s (ratio {t / host:5.2f})")
+# Peak device memory, both fed from the host: trainhost's core leases (the ledger's
+# peak in use) against PyTorch's tensors (max_memory_allocated).
+ours = next((o.get("peak_bytes_in_use") for o in json.load(open(sys.argv[1]))["owners"] if o.get("owner") == "core"), None)
+peer = json.load(open(sys.argv[3])).get("peak_device_bytes_allocated")
+if ours and peer:
+    print(f"{sys.argv[4]:<22} peak memory: trainhost core {ours / 2**20:8.1f} MiB  pytorch host-fed {peer / 2**20:8.1f} MiB"
+          f" (ratio {ours / peer:5.2f})")
 PY
 }
 bench autoencoder bench/configs/autoencoder.toml 3
