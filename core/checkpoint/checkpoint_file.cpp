@@ -60,6 +60,14 @@ std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc) {
 
 namespace {
 
+// A header value as it is spelt, cut short, for a message; a nested one only by its
+// kind: dump() recurses once per level, and a crafted header nests 100,000 deep.
+std::string spelt_shortly(const nlohmann::json& value) {
+    const bool nested = value.is_structured() &&
+                        std::any_of(value.begin(), value.end(), [](const nlohmann::json& v) { return v.is_structured(); });
+    return nested ? std::string("a nested ") + value.type_name() : value.dump().substr(0, 80);
+}
+
 std::uint32_t crc_of(const std::vector<unsigned char>& data) { return crc32_of(data.data(), data.size()); }
 
 // Fields as the checksums over the header take them: each followed by a NUL.
@@ -260,7 +268,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (!value.is_array() ||
             !std::all_of(value.begin(), value.end(), [](const nlohmann::json& v) { return v.is_number_unsigned(); }))
             throw fail(fmt::format("tensor '{}' has {} {}, not a list of whole numbers of 0 or more", name, field,
-                                   value.dump().substr(0, 80)));
+                                   spelt_shortly(value)));
         return value.get<std::vector<std::uint64_t>>();
     };
     if (!header.is_object() || !header.contains("__metadata__") || !header["__metadata__"].is_object())

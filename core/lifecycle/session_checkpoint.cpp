@@ -133,6 +133,16 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
                                               "bytes of F32)",
                                               file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
             *values = floats_of(*t);
+            // As for parameters: a NaN moment would show up only as a non-finite loss, an
+            // infinite second moment as a parameter that silently stops moving, and a
+            // negative one (a square's average) as a NaN.
+            const bool second = suffix == std::string_view("/second");
+            if (auto bad = std::find_if(values->begin(), values->end(),
+                                        [&](float v) { return !std::isfinite(v) || (second && v < 0); });
+                bad != values->end())
+                throw ConfigError(fmt::format("{}: {} holds {} ({} at index {})", file, t->name,
+                                              std::isfinite(*bad) ? "a negative second moment" : "a non-finite value",
+                                              *bad, bad - values->begin()));
         }
         const std::uint64_t steps = meta_number_at_most(data, prefix + "/steps", file, global_step,
                                                         fmt::format("more than trainer.global_step, {}", global_step));
@@ -388,6 +398,11 @@ void Session::restore_checkpoint() {
             throw ConfigError(fmt::format("{}: no random generator state for {}", file, name));
         require_bytes(*saved, file, "a random generator's state");
         std::memcpy(&snapshot, saved->bytes.data(), sizeof snapshot);
+        // xoshiro's one unreachable state, from which it draws zeros for ever.
+        if (std::all_of(std::begin(snapshot.words), std::end(snapshot.words), [](std::uint64_t w) { return w == 0; }))
+            throw ConfigError(fmt::format("{}: {} is all zeros, which no random generator reaches (a damaged or forged "
+                                          "file)",
+                                          file, saved->name));
         rng->restore(snapshot);
     }
     for (const checkpoint::TensorEntry& tensor : data.tensors) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -181,6 +182,15 @@ TEST_CASE("a header with a NUL, a repeated key or a count that is no whole numbe
                                                     ", not a list of whole numbers of 0 or more");
         }
     }
+    SECTION("a shape nested 100,000 deep, named by its kind") {
+        std::string deep = text;
+        const std::string shape = "\"shape\":[";
+        const auto at = deep.find(shape, deep.find("\"param/dense0.weight\""));
+        REQUIRE(at != std::string::npos);
+        deep.replace(at, deep.find(']', at) + 1 - at, "\"shape\":" + std::string(100000, '[') + std::string(100000, ']'));
+        refused(with_header_text(bytes, deep),
+                "tensor 'param/dense0.weight' has shape a nested array, not a list of whole numbers of 0 or more");
+    }
 }
 
 TEST_CASE("edited checkpoint metadata is refused and files from before those checks still resume", "[checkpoint]") {
@@ -243,6 +253,16 @@ TEST_CASE("random generator and plugin state of another dtype and a shape whose 
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a random generator's state\n"));
     }
+    SECTION("a random generator's state of all zeros, which would give zeros for ever") {
+        auto rng = std::find_if(forged.tensors.begin(), forged.tensors.end(),
+                                [](const auto& t) { return t.name.rfind("rng/", 0) == 0; });
+        REQUIRE(rng != forged.tensors.end());
+        std::fill(rng->bytes.begin(), rng->bytes.end(), std::uint8_t{0});
+        auto run = saved.resume(forged);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": " + rng->name + " is all zeros, which no random generator "
+                                     "reaches (a damaged or forged file)\n"));
+    }
     SECTION("a shape of 2^64 elements, which wraps round to none") {
         forged.tensors.push_back({"extra", "U8", {1ull << 32, 1ull << 32}, {}});
         auto run = saved.resume(forged);
@@ -289,6 +309,27 @@ TEST_CASE("a checkpoint with optimizer state for some parameters but not for ano
         auto forged = without(data, "optimizer/");
         forged.metadata["trainer.global_step"] = "0";
         CHECK(saved.resume(forged).exit_code == 0);
+    }
+}
+
+TEST_CASE("optimizer moments that are not finite, and a negative second moment, are refused", "[checkpoint]") {
+    Saved saved;
+    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    for (const auto& [name, value, what] : std::vector<std::tuple<std::string, float, std::string>>{
+             {"optimizer/dense1.bias/first", nan, "a non-finite value (nan at index 2)"},
+             {"optimizer/dense1.bias/second", inf, "a non-finite value (inf at index 2)"},
+             {"optimizer/dense1.bias/second", -1.0F, "a negative second moment (-1 at index 2)"}}) {
+        DYNAMIC_SECTION(name << " " << value) {
+            auto forged = saved.data();
+            auto tensor = std::find_if(forged.tensors.begin(), forged.tensors.end(), [&](const auto& t) { return t.name == name; });
+            REQUIRE(tensor != forged.tensors.end());
+            REQUIRE(tensor->bytes.size() > 3 * sizeof(float));
+            std::memcpy(tensor->bytes.data() + 2 * sizeof(float), &value, sizeof value);
+            auto run = saved.resume(forged);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains(error + name + " holds " + what + "\n"));
+        }
     }
 }
 
