@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
-#include <sstream>
 
 namespace trainhost::config {
 
 namespace {
 
 constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
+constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;  // a config with 1,000 plugin tables is under 1 MiB
 
 LayerSpec read_layer(const toml::table& table, std::size_t index, const std::filesystem::path& file) {
     TableReader reader(table, fmt::format("[[model.layers]] #{}", index + 1), file);
@@ -144,9 +144,17 @@ bool is_device_name(std::string_view name) {
 std::string read_config_text(const std::filesystem::path& file) {
     std::ifstream in(file, std::ios::binary);
     if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file.string()));
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    // Read up to a bound, not whole: --config may name a pipe (--config <(...)), and
+    // /dev/zero or a wrong path to a large file would otherwise be read until memory ends.
+    std::string text(kMaxConfigBytes + 1, '\0');
+    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file", file.string()));
+    text.resize(static_cast<std::size_t>(in.gcount()));
+    if (text.size() > kMaxConfigBytes)
+        throw ConfigError(fmt::format("{}: more than {} MiB: not a run config (is it the right file?)", file.string(),
+                                      kMaxConfigBytes >> 20));
+    text.shrink_to_fit();
+    return text;
 }
 
 toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {

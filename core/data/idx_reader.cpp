@@ -21,6 +21,8 @@ constexpr std::uint32_t kIdxLabelsMagic = 0x00000801;
 // gzread takes an unsigned length and returns int, so read in chunks that
 // fit comfortably in both.
 constexpr std::size_t kMaxReadChunk = std::size_t{1} << 30U;
+// deflate's largest expansion: a stored byte never stands for more than 1032 (zlib's FAQ).
+constexpr std::uint64_t kMaxDeflateRatio = 1032;
 // Larger than zlib's 8 KiB default: fewer read syscalls on 47 MB image files.
 constexpr unsigned kGzBufferBytes = 256U * 1024U;
 
@@ -77,8 +79,8 @@ const char* payload_noun(std::size_t dimension_count) {
     return "data";
 }
 
-// Links followed, as gzopen follows them.
-void require_regular_file(const std::filesystem::path& path, const std::string& path_text) {
+// Links followed, as gzopen follows them. Returns the file's size.
+std::uint64_t require_regular_file(const std::filesystem::path& path, const std::string& path_text) {
     struct stat info {};
     if (::stat(path.c_str(), &info) != 0) {
         if (errno == ENOENT || errno == ENOTDIR) throw DataError(fmt::format("{}: file not found", path_text));
@@ -86,13 +88,14 @@ void require_regular_file(const std::filesystem::path& path, const std::string& 
     }
     if (const std::string_view kind = files::special_file_kind(info.st_mode); !kind.empty())
         throw DataError(fmt::format("{}: is {}, not an IDX file", path_text, kind));
+    return static_cast<std::uint64_t>(info.st_size);
 }
 
 }  // namespace
 
 IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimensions) {
     const std::string path_text = path.string();
-    require_regular_file(path, path_text);
+    const std::uint64_t file_bytes = require_regular_file(path, path_text);
 
     errno = 0;
     GzHandle file(gzopen(path_text.c_str(), "rb"));
@@ -154,6 +157,16 @@ IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimens
         result.dims.push_back(dim);
     }
 
+    // Before allocating what a 32-byte file's header may promise: a plain file holds
+    // its payload after the header, and deflate packs at most 1032 bytes into one.
+    const std::uint64_t header_bytes = 4 + 4 * dimension_count;
+    if (gzdirect(file.get()) == 1 && payload_bytes > file_bytes - std::min(file_bytes, header_bytes))
+        throw DataError(fmt::format("{}: truncated: header promises {} bytes of {}, file has {}", path_text,
+                                    payload_bytes, payload_noun(dimension_count), file_bytes - std::min(file_bytes, header_bytes)));
+    if (gzdirect(file.get()) == 0 && payload_bytes + header_bytes > file_bytes * kMaxDeflateRatio)
+        throw DataError(fmt::format("{}: truncated: header promises {} bytes of {}, more than a gzip file of {} bytes "
+                                    "holds ({} to 1 at most)",
+                                    path_text, payload_bytes, payload_noun(dimension_count), file_bytes, kMaxDeflateRatio));
     result.values.resize(static_cast<std::size_t>(payload_bytes));
     const std::size_t payload_read = read_up_to(file.get(), result.values.data(), result.values.size(), path_text);
     if (payload_read < result.values.size()) {

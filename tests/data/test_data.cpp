@@ -16,6 +16,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <zlib.h>
 
@@ -290,6 +291,30 @@ TEST_CASE("read_idx rejects truncated payloads and trailing data", "[data][idx]"
     bytes.push_back(7);
     write_gz(trailing, bytes);
     CHECK_THAT(error_of([&] { (void)trainhost::data::read_idx(trailing); }), Catch::Contains("trailing data"));
+}
+
+// ctest runs each test case in a process of its own, so the peak resident memory
+// starts low; a gigabyte allocated and zeroed would show in it.
+TEST_CASE("a header that promises more than its file can hold is refused before anything is allocated",
+          "[data][idx]") {
+    TempDir dir;
+    const auto peak_mib = [] {
+        rusage usage{};
+        getrusage(RUSAGE_SELF, &usage);
+        return usage.ru_maxrss / 1024;
+    };
+    const long before = peak_mib();
+    const auto bytes = idx_bytes(0x00000803, {1000, 1000, 1000}, random_bytes(16, 5));
+    const fs::path plain = dir.path() / "train-images-idx3-ubyte";
+    write_plain(plain, bytes);
+    CHECK(error_of([&] { (void)trainhost::data::read_idx(plain); }) ==
+          plain.string() + ": truncated: header promises 1000000000 bytes of pixels, file has 16");
+    const fs::path packed = dir.path() / "train-images-idx3-ubyte.gz";
+    write_gz(packed, bytes);
+    CHECK(error_of([&] { (void)trainhost::data::read_idx(packed); }) ==
+          packed.string() + ": truncated: header promises 1000000000 bytes of pixels, more than a gzip file of " +
+              std::to_string(fs::file_size(packed)) + " bytes holds (1032 to 1 at most)");
+    CHECK(peak_mib() - before < 256);
 }
 
 TEST_CASE("read_idx turns damaged gzip streams into DataError", "[data][idx]") {

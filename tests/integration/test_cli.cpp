@@ -170,6 +170,18 @@ TEST_CASE("a config that can be read once, such as a pipe, is read once with --r
     CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
 }
 
+TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {
+    TempDir dir;
+    auto endless = run_trainhost({"--config", "/dev/zero"});
+    CHECK(endless.exit_code == 1);
+    CHECK(endless.err == "error: /dev/zero: more than 16 MiB: not a run config (is it the right file?)\n");
+    const auto large = dir.path() / "large.toml";
+    std::filesystem::resize_file(dir.write("large.toml", "seed = 1\n"), (std::uintmax_t{16} << 20) + 1);
+    auto too_large = run_trainhost({"--config", large.string()});
+    CHECK(too_large.exit_code == 1);
+    CHECK(too_large.err == "error: " + large.string() + ": more than 16 MiB: not a run config (is it the right file?)\n");
+}
+
 TEST_CASE("a directory as --config and an empty --plugins= are usage errors", "[cli]") {
     TempDir dir;
     auto directory = run_trainhost({"--config", dir.path().string()});
