@@ -3,6 +3,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace trainhost {
 
@@ -26,5 +27,24 @@ class PluginLoadError : public std::runtime_error {
 class TrainingError : public std::runtime_error {
     using std::runtime_error::runtime_error;
 };
+
+// Whether text read from a file holds a control character; printed as it is, a NUL
+// would end the message it is in, and an escape sequence would act on the terminal.
+[[nodiscard]] inline bool has_control_character(std::string_view text) noexcept {
+    for (const unsigned char c : text)
+        if (c < 0x20 || c == 0x7f) return true;
+    return false;
+}
+
+// The text with each control character written as \u00XX, as TOML and JSON spell them.
+[[nodiscard]] inline std::string printable(std::string_view text) {
+    static constexpr char kHex[] = "0123456789abcdef";
+    std::string out;
+    for (const unsigned char c : text) {
+        if (c < 0x20 || c == 0x7f) out += {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+        else out += static_cast<char>(c);
+    }
+    return out;
+}
 
 }  // namespace trainhost

@@ -1,5 +1,6 @@
 #include "checkpoint/checkpoint_file.hpp"
 
+#include "errors.hpp"
 #include "files/atomic_file.hpp"
 #include "files/special_file.hpp"
 
@@ -245,10 +246,16 @@ CheckpointData read_checkpoint(const fs::path& file) {
         throw fail(fmt::format("header holds a NUL byte at offset {}", nul));
     // A key twice in one object is taken once, the last: refused, since another reader
     // could take the first and see another file than the checksums cover.
+    // No name or value trainhost writes holds a control character: one would be
+    // printed, in a message about it, as it is (see has_control_character).
     std::vector<std::set<std::string>> open_objects;
     std::optional<std::string> repeated;
+    std::optional<std::string> controlled;
     const auto watch_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         using Event = nlohmann::json::parse_event_t;
+        if ((event == Event::key || event == Event::value) && parsed.is_string() && !controlled &&
+            has_control_character(parsed.get_ref<const std::string&>()))
+            controlled = parsed.get<std::string>();
         if (event == Event::object_start) open_objects.emplace_back();
         else if (event == Event::object_end) open_objects.pop_back();
         else if (event == Event::key && !open_objects.back().insert(parsed.get<std::string>()).second && !repeated)
@@ -261,6 +268,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
     } catch (const nlohmann::json::exception& e) {
         throw fail(fmt::format("header is not JSON ({})", e.what()));
     }
+    if (controlled) throw fail(fmt::format("header holds '{}', with a control character", printable(*controlled)));
     if (repeated) throw fail(fmt::format("header names '{}' twice in one object", *repeated));
     // Whole numbers of 0 or more: the parser would truncate 4.9 to 4 and wrap -1 round.
     const auto counts = [&](const std::string& name, const nlohmann::json& entry, const char* field) {

@@ -157,12 +157,33 @@ std::string read_config_text(const std::filesystem::path& file) {
     return text;
 }
 
+namespace {
+
+// A key is printed as it is spelt in every message about it (see has_control_character).
+void refuse_control_characters(const toml::node& node, const std::filesystem::path& file) {
+    if (const toml::table* table = node.as_table()) {
+        for (const auto& [key, value] : *table) {
+            if (has_control_character(key.str()))
+                throw ConfigError(fmt::format("{}: key '{}' holds a control character", source_position(file, key.source()),
+                                              printable(key.str())));
+            refuse_control_characters(value, file);
+        }
+    } else if (const toml::array* array = node.as_array()) {
+        for (const toml::node& element : *array) refuse_control_characters(element, file);
+    }
+}
+
+}  // namespace
+
 toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
+    toml::table table;
     try {
-        return toml::parse(text, file.string());
+        table = toml::parse(text, file.string());
     } catch (const toml::parse_error& e) {
         throw ConfigError(fmt::format("{}: invalid TOML: {}", source_position(file, e.source()), e.description()));
     }
+    refuse_control_characters(table, file);
+    return table;
 }
 
 RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file) {

@@ -1,5 +1,7 @@
 #include "plugin/declarations.hpp"
 
+#include "errors.hpp"
+
 #include <algorithm>
 #include <fmt/format.h>
 
@@ -30,8 +32,7 @@ bool is_pattern(std::string_view declared) { return !pattern_prefix(declared).em
 
 std::string unusable_metric_key(std::string_view key) {
     if (key.empty()) return "a metric needs a name";
-    if (std::any_of(key.begin(), key.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
-        return "metric name has a control character";
+    if (has_control_character(key)) return "metric name has a control character";
     return {};
 }
 

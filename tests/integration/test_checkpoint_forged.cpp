@@ -168,6 +168,14 @@ TEST_CASE("a header with a NUL, a repeated key or a count that is no whole numbe
         refused(with_header_text(bytes, text + std::string("\0{\"not\": json", 13)),
                 "header holds a NUL byte at offset " + std::to_string(text.size()));
     }
+    SECTION("a name with a control character, which would be printed as it is") {
+        std::string escaped = text;
+        escaped.replace(escaped.find("\"__metadata__\":{"), 16, "\"__metadata__\":{\"metric/val\\u0000loss\":\"1\",");
+        refused(with_header_text(bytes, escaped), "header holds 'metric/val\\u0000loss', with a control character");
+        std::string escape = text;
+        escape.replace(escape.find("\"param/dense0.weight\""), 21, "\"param/dense0.weight\\u001b[2J\"");
+        refused(with_header_text(bytes, escape), "header holds 'param/dense0.weight\\u001b[2J', with a control character");
+    }
     SECTION("a key twice in one object") {
         std::string twice = text;
         twice.replace(twice.find("\"__metadata__\":{"), 16, "\"__metadata__\":{\"format\":\"bogus\",");

@@ -46,6 +46,13 @@ TEST_CASE("config errors point at the spot", "[config]") {
     // A path or name would end at the NUL on its way to the system: refused, not cut.
     CHECK_THROWS_WITH(parse_run_config("[data]\npath = \"data\\u0000/junk\"\n" + model, "r.toml"),
                       "r.toml:2:8: [data] path: contains a NUL character (\\u0000)");
+    // A key is printed in messages as it is spelt: a NUL would cut them short, an escape would act on the terminal.
+    CHECK_THROWS_WITH(parse_run_config("\"se\\u0000ed\" = 1\n" + model, "r.toml"),
+                      "r.toml:1:1: key 'se\\u0000ed' holds a control character");
+    CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dense\", \"\\u001b[2J\" = 10 } ]\n", "r.toml"),
+                      "r.toml:2:30: key '\\u001b[2J' holds a control character");
+    CHECK_THROWS_WITH(parse_run_config(model + "[plugins.\"p\\u0007\"]\nx = 1\n", "r.toml"),
+                      "r.toml:3:10: key 'p\\u0007' holds a control character");
     CHECK_THROWS_WITH(parse_run_config("seeed = 1\n" + model, "r.toml"),
                       "r.toml:1:1: unknown key 'seeed' in run config; did you mean 'seed'?");
     CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dens\", units = 10 } ]\n", "r.toml"),
