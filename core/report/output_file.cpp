@@ -68,6 +68,14 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     // The file itself need not be writable: the temporary file is renamed over it.
     if (::access(parent.c_str(), W_OK | X_OK) != 0)
         return fmt::format("directory {} is not writable ({})", parent.string(), std::strerror(errno));
+    // access() answers yes to root everywhere, and knows nothing of a read-only mount or
+    // a directory such as /proc: a file made and removed there tells, before the run
+    // whose report would otherwise be lost at its end.
+    std::string probe = (parent / ".trainhost-probe-XXXXXX").string();
+    const int fd = ::mkstemp(probe.data());
+    if (fd < 0) return fmt::format("directory {} is not writable ({})", parent.string(), std::strerror(errno));
+    ::close(fd);
+    ::unlink(probe.c_str());
     return {};
 }
 

@@ -73,6 +73,12 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
             CHECK(run.err == test_support::usage_error(std::string(option) + ": needs a path, not ''"));
         }
     }
+    SECTION("a directory that no one can write in, root included") {
+        auto run = run_trainhost({"--config", config, "--report", "/proc/r.json"});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, StartsWith("error: --report /proc/r.json: directory /proc is not writable ("));
+        CHECK(run.out.empty());  // refused before the run, not after it
+    }
     SECTION("a directory without write permission") {
         if (::geteuid() == 0) {
             WARN("running as root, which writes anywhere: the unwritable-directory case is not checked");
