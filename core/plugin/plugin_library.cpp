@@ -151,7 +151,9 @@ void require_entry_section(const fs::path& file) {
         std::ifstream(file, std::ios::binary).read(magic, sizeof magic);
         const bool elf = std::memcmp(magic, "\x7f" "ELF", sizeof magic) == 0;
         throw PluginLoadError(fmt::format("{}: not a plugin: {}", file.string(),
-                                          elf ? fmt::format("an ELF file this system cannot read ({})", e.what())
+                                          elf ? fmt::format("a truncated or damaged ELF file (reading its section "
+                                                            "table failed: {})",
+                                                            e.what())
                                               : std::string("not a shared library (no ELF header)")));
     }
     if (std::find(symbols.begin(), symbols.end(), TH_ENTRY_SYMBOL) == symbols.end())

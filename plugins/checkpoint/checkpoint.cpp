@@ -122,7 +122,8 @@ public:
         const std::string mode = options.get_string("mode");
         if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
         if (top_k_ < -1) throw trainhost::sdk::OptionError("save_top_k must be -1, 0 or more");
-        if (every_n_epochs_ < 0 || every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_* must be >= 0");
+        if (every_n_epochs_ < 0) throw trainhost::sdk::OptionError("every_n_epochs must be >= 0");
+        if (every_n_steps_ < 0) throw trainhost::sdk::OptionError("every_n_train_steps must be >= 0");
         // Lightning's rule: the two schedules exclude each other. every_n_epochs = 1 is
         // also the default, which cannot be told apart from a choice: it gives way, as
         // 0 (never at epoch ends) agrees.

@@ -14,6 +14,8 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
+using Catch::Matchers::StartsWith;
 using checkpoint_runs::check_same_tensors;
 using checkpoint_runs::checkpoint_table;
 using checkpoint_runs::run_trainhost;
@@ -146,17 +148,37 @@ TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear me
         auto file = dir.write(name, contents);
         return run_trainhost({"--config", config.string(), "--resume", file.string()});
     };
+    const auto refusal = [&](const std::string& name, const std::string& why) {
+        return "error: " + (dir.path() / name).string() + ": not a valid trainhost checkpoint: " + why + "\n";
+    };
+    // The first 8 bytes: the header's size, little-endian.
+    const auto header_size = [](const std::string& file) {
+        std::uint64_t size = 0;
+        for (int i = 0; i < 8; ++i) size |= std::uint64_t{static_cast<unsigned char>(file[i])} << (8 * i);
+        return size;
+    };
+    const std::string stored_crc =
+        nlohmann::json::parse(bytes.substr(8, header_size(bytes)))["__metadata__"]["crc32"].get<std::string>();
     std::string flipped = bytes;
     flipped[flipped.size() - 5] ^= 0x40;
     auto corrupt = resume_from("corrupt.safetensors", flipped);
     CHECK(corrupt.exit_code == 1);
-    CHECK_THAT(corrupt.err, Contains("corrupt.safetensors: not a valid trainhost checkpoint: checksum mismatch"));
-    auto truncated = resume_from("truncated.safetensors", bytes.substr(0, bytes.size() / 2));
+    CHECK_THAT(corrupt.err, StartsWith("error: " + (dir.path() / "corrupt.safetensors").string() +
+                                       ": not a valid trainhost checkpoint: checksum mismatch: stored crc32 " +
+                                       stored_crc + ", data has ") &&
+                                EndsWith(" (corrupt file)\n"));
+    const std::string half = bytes.substr(0, bytes.size() / 2);
+    REQUIRE(header_size(half) > half.size() - 8);  // the tiny model's header is most of the file
+    auto truncated = resume_from("truncated.safetensors", half);
     CHECK(truncated.exit_code == 1);
-    CHECK_THAT(truncated.err, Contains("truncated.safetensors: not a valid trainhost checkpoint") && Contains("truncated"));
-    auto foreign = resume_from("notes.txt", "these are not tensors\n");
+    CHECK(truncated.err == refusal("truncated.safetensors", "header size " + std::to_string(header_size(half)) +
+                                                                " does not fit in a file of " +
+                                                                std::to_string(half.size()) + " bytes (truncated?)"));
+    const std::string notes = "these are not tensors\n";
+    auto foreign = resume_from("notes.txt", notes);
     CHECK(foreign.exit_code == 1);
-    CHECK_THAT(foreign.err, Contains("notes.txt: not a valid trainhost checkpoint"));
+    CHECK(foreign.err == refusal("notes.txt", "header size " + std::to_string(header_size(notes)) +
+                                                  " does not fit in a file of 22 bytes (truncated?)"));
     auto missing = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "nope.safetensors").string()});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Contains("nope.safetensors: cannot open checkpoint"));

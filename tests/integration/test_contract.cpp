@@ -102,6 +102,7 @@ TEST_CASE("moves back and forth carry the optimizer's state: training stays iden
             REQUIRE(jb["epochs"].size() == 4);
             for (std::size_t epoch = 0; epoch < 4; ++epoch) {
                 INFO("epoch " << epoch + 1);
+                REQUIRE(jb["epochs"][epoch]["metrics"].contains("val_loss"));
                 CHECK(ja["epochs"][epoch]["metrics"]["train_loss"] == jb["epochs"][epoch]["metrics"]["train_loss"]);
                 CHECK(ja["epochs"][epoch]["metrics"]["val_loss"] == jb["epochs"][epoch]["metrics"]["val_loss"]);
                 CHECK(jb["epochs"][epoch]["memory"]["bytes_in_use"] == ja["epochs"][epoch]["memory"]["bytes_in_use"]);
@@ -432,6 +433,7 @@ TEST_CASE("the failure scenarios run clean", "[contract][scenarios]") {
         auto run = run_trainhost(with_report(dir, {"--config", root + "teardown.toml", "--plugins=early_stopping,progress"}));
         REQUIRE(run.exit_code == 0);
         auto json = report_of(dir);
+        REQUIRE(json["fits"][0]["memory_after_teardown"]["by_owner"].size() == 3);  // core and the two plugins
         for (const auto& owner : json["fits"][0]["memory_after_teardown"]["by_owner"]) {
             INFO(owner["owner"]);
             CHECK(owner["bytes_in_use"] == 0);

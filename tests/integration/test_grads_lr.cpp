@@ -44,6 +44,7 @@ TEST_CASE("a plugin reads the gradients the optimizer steps with, and clipping c
         auto config = dir.write("run.toml", sgd_config(2, 0.1, tools_table("check_step = true\n")));
         auto run = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
         REQUIRE(run.exit_code == 0);
+        REQUIRE(epoch_metrics(report).size() == 2);
         for (const auto& metrics : epoch_metrics(report)) {
             CHECK(metrics["grad_tools.step_error"].get<double>() < 1e-6);
             CHECK(metrics["grad_tools.norm"].get<double>() > 1e-4);
@@ -54,6 +55,7 @@ TEST_CASE("a plugin reads the gradients the optimizer steps with, and clipping c
         auto config = dir.write("run.toml", sgd_config(2, 0.1, tools_table("check_step = true\nclip_norm = 0.001\n")));
         auto run = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
         REQUIRE(run.exit_code == 0);
+        REQUIRE(epoch_metrics(report).size() == 2);
         for (const auto& metrics : epoch_metrics(report)) {
             CHECK(metrics["grad_tools.norm"].get<double>() > 0.01);  // far above the clip: clipping had work to do
             CHECK(metrics["grad_tools.clipped_norm"].get<double>() == Approx(0.001).epsilon(1e-5));

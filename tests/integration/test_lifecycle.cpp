@@ -2,10 +2,12 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <tuple>
 #include <csignal>
 #include <sstream>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -167,19 +169,35 @@ TEST_CASE("a plugin destructor that throws ends the process naming the plugin", 
     CHECK_THAT(run.out, Contains("epoch 1/1: "));
 }
 
-TEST_CASE("early_stopping refuses a bad mode or an empty monitor or a negative patience", "[lifecycle][plugins][options]") {
-    const std::vector<std::pair<std::string, std::string>> cases = {
-        {"mode = \"median\"", "mode must be min or max, not 'median'"},
-        {"monitor = \"\"", "monitor must name a metric"},
-        {"patience = -1", "patience must be >= 0"},
+// Each refusal names the option and what it takes, before the run starts.
+TEST_CASE("the built-in plugins refuse option values they cannot use, with the plugin's own reason",
+          "[lifecycle][plugins][options]") {
+    const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+        {"early_stopping", "mode = \"median\"", "mode must be min or max, not 'median'"},
+        {"early_stopping", "monitor = \"\"", "monitor must name a metric"},
+        {"early_stopping", "patience = -1", "patience must be >= 0"},
+        {"early_stopping", "min_delta = nan", "min_delta must be a finite number"},
+        {"checkpoint", "mode = \"median\"", "mode must be min or max, not 'median'"},
+        {"checkpoint", "save_top_k = -2", "save_top_k must be -1, 0 or more"},
+        {"checkpoint", "every_n_epochs = -1", "every_n_epochs must be >= 0"},
+        {"checkpoint", "every_n_train_steps = -1", "every_n_train_steps must be >= 0"},
+        {"checkpoint", "filename = \"a/b\"", "filename is a name inside dirpath and cannot hold '/': a/b"},
+        {"progress", "mode = \"fancy\"", "mode must be auto, bar or lines, not 'fancy'"},
+        {"progress", "refresh_ms = -1", "refresh_ms must be >= 0"},
+        {"togpu", "when = \"always\"", "when must be once or every_epoch, not 'always'"},
+        {"togpu", "target = \"tpu\"", "target \"tpu\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)"},
+        {"pruning", "start_epoch = -1", "start_epoch must be >= 0"},
+        {"metrics_logger", "format = \"xml\"", "format must be both, csv or jsonl, not 'xml'"},
+        {"metrics_logger", "prefix = \"a/b\"", "prefix must be a non-empty file name without '/', not 'a/b'"},
+        {"memory_monitor", "growth_tolerance_bytes = -1", "growth_tolerance_bytes must be >= 0"},
     };
-    for (const auto& [options, message] : cases) {
-        DYNAMIC_SECTION(options) {
+    for (const auto& [plugin, options, message] : cases) {
+        DYNAMIC_SECTION(plugin << ": " << options) {
             TempDir dir;
-            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.early_stopping]\n" + options + "\n"));
-            auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+            auto config = dir.write("run.toml", tiny_config(1, "\n[plugins." + plugin + "]\n" + options + "\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + config.string() + ": [plugins.early_stopping]: the plugin refused its "
+            CHECK_THAT(run.err, EndsWith("error: " + config.string() + ": [plugins." + plugin + "]: the plugin refused its "
                                          "options: " + message + "\n"));
             CHECK_THAT(run.out, !Contains("epoch 1"));
         }

@@ -201,6 +201,7 @@ TEST_CASE("memory_monitor prints memory by owner per epoch and sets memory metri
                             Contains("\n  core ") && Contains(" in use ") && Contains(" allocated ") && Contains(" peak "));
     CHECK(run.err.find("memory_monitor") == std::string::npos);  // a clean run: no warning
     const auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "report.json"));
+    REQUIRE(report["fits"][0]["epochs"].size() == 2);
     for (const auto& epoch : report["fits"][0]["epochs"]) {
         CHECK(epoch["metrics"]["memory_in_use_bytes"].get<double>() > 0);
         const double in_use = epoch["metrics"]["memory_in_use_bytes"].get<double>();

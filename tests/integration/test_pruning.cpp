@@ -310,6 +310,15 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
             CHECK_THAT(run.result.err, Contains(".toml: [plugins.pruning]: the plugin refused its options: " + message));
         }
     }
+    SECTION("a model without parameters: the fit fails at setup") {
+        std::string text = tiny_config(1);
+        const std::string layers = "[ { type = \"dense\", units = 4 }, { type = \"tanh\" }, { type = \"dense\", units = 8 } ]";
+        text.replace(text.find(layers), layers.size(), "[ { type = \"relu\" } ]");
+        auto run = test_support::run_trainhost({"--config", dir.write("flat.toml", text).string(), "--plugins=pruning"});
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: plugin 'pruning' failed in setup: the model has no parameters to prune\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    }
     SECTION("a count larger than the model: the fit fails at setup, nothing leaks") {
         auto run = run_pruning(dir, 1, "amount = 100");
         CHECK(run.result.exit_code == 4);
@@ -350,8 +359,10 @@ TEST_CASE("iterative_pruning: lottery tickets, early stopping and checkpoints le
         CHECK(fit["final_metrics"]["pruning.pruned"] == first["final_metrics"]["pruning.pruned"]);
     }
     CHECK(first["final_metrics"]["pruning.pruned"] == 2867);  // round(0.7 * 4096)
-    for (const auto& owner : report["owners"])
-        if (owner["owner"] == "pruning") CHECK(owner["peak_bytes_in_use"] == 2 * 4096 * 4);  // a mask and an original per weight
+    const auto pruning = std::find_if(report["owners"].begin(), report["owners"].end(),
+                                      [](const auto& owner) { return owner["owner"] == "pruning"; });
+    REQUIRE(pruning != report["owners"].end());
+    CHECK((*pruning)["peak_bytes_in_use"] == 2 * 4096 * 4);  // a mask and an original per weight
     CHECK(fs::exists(dir.path() / "checkpoints" / "last.safetensors"));
 }
 
