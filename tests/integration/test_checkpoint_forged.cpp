@@ -291,6 +291,25 @@ trainhost::checkpoint::CheckpointData without(trainhost::checkpoint::CheckpointD
 
 }  // namespace
 
+TEST_CASE("a checkpoint without one of the model's parameters, or with a plugin state it does not read whole, is refused",
+          "[checkpoint]") {
+    Saved saved;
+    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    auto run = saved.resume(without(saved.data(), "param/dense1.bias"));
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains(error + "the checkpoint has no parameter dense1.bias (was it saved from another model?)\n"));
+    auto forged = saved.data();
+    auto state = std::find_if(forged.tensors.begin(), forged.tensors.end(),
+                              [](const auto& t) { return t.name == "plugin/early_stopping"; });
+    REQUIRE(state != forged.tensors.end());
+    state->bytes.push_back(0);
+    state->shape = {state->bytes.size()};
+    run = saved.resume(forged);
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains(error + "plugin 'early_stopping' refused its saved state: saved state has bytes this "
+                                 "plugin did not read\n"));
+}
+
 TEST_CASE("a checkpoint with optimizer state for some parameters but not for another is refused", "[checkpoint]") {
     Saved saved;
     const auto data = saved.data();
@@ -408,6 +427,16 @@ TEST_CASE("trainer counters that contradict each other or the run are refused", 
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
                                          "' is out of range: " + value + " (" + why + ")\n"));
+        }
+    }
+    for (const std::string value : {"0x1p+11", "-0x1p+0", "nan"}) {
+        DYNAMIC_SECTION("trainer.lr = " << value) {
+            auto forged = mid;
+            forged.metadata["trainer.lr"] = value;
+            auto run = saved.resume(forged);
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint 'trainer.lr' is not a "
+                                         "learning rate in [0, 1000]: " + value + "\n"));
         }
     }
     for (const std::string key : {"trainer.epoch_complete", "weights_only"}) {

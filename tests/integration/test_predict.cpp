@@ -145,6 +145,15 @@ TEST_CASE("an output that passes do not cover is warned of", "[predict]") {
     CHECK_THAT(run.out, Contains("fit 1/1: 1 predict pass, 16 predictions in "));
 }
 
+TEST_CASE("an output the disk cannot take fails the fit, naming the file", "[predict]") {
+    TempDir dir;
+    const auto config = dir.write("p.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\noutput = \"/dev/full\"\n"));
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 4);
+    CHECK_THAT(run.err, Contains("error: [predict] output: cannot write /dev/full: No space left on device\n"));
+    CHECK_THAT(run.out, Contains(" - failed (exit 4)"));
+}
+
 // Ctrl-C in a long predict run: as Lightning's prediction writer with
 // write_interval="batch", the predictions made so far are kept, and said to be partial.
 TEST_CASE("an interrupted predict run writes the predictions it made and says they are partial",
@@ -166,7 +175,9 @@ TEST_CASE("an interrupted predict run writes the predictions it made and says th
     const auto rows = csv_rows(output);
     REQUIRE(rows.size() == 17);  // the header and the first batch
     CHECK(rows[0][0] == "index");
-    const auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+    const auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["exit_code"] == 130);
+    const auto& fit = json["fits"][0];
     CHECK(fit["predictions"] == 16);
     CHECK(fit["predict_passes"] == 1);
     CHECK(fit["predict_memory"]["after_last_pass"] == fit["predict_memory"]["after_first_pass"]);

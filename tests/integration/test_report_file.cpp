@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
+#include <tuple>
 #include <unistd.h>
 
 using Catch::Matchers::Contains;
@@ -201,4 +202,28 @@ TEST_CASE("plugin text that is not UTF-8 reaches the report as U+FFFD", "[cli][r
     CHECK(json["violations"][0]["tag"] == replaced);
     CHECK_THAT(json["fits"][0]["failure"].get<std::string>(), Contains("tag=" + replaced + " "));
     CHECK(json["exit_code"] == 3);
+}
+
+// A script reads the outcome from the report as a shell reads it from the exit status.
+TEST_CASE("the report's exit_code is the run's, whatever ended it", "[cli][report]") {
+    const std::vector<std::tuple<std::string, std::string, int>> cases = {
+        {"an option a plugin refuses", "\n[plugins.early_stopping]\npatience = -1\n", 1},
+        {"a plugin that refuses to start", "\n[plugins.test_refuser]\n", 2},
+        {"a leak", "\n[plugins.test_leaky]\n", 3},
+        {"a plugin that fails", "\n[plugins.test_thrower]\nhook = \"epoch_end\"\n", 4},
+        {"Ctrl-C", "\n[plugins.test_thrower]\nhook = \"batch_end\"\nhow = \"sigint\"\n", 130},
+    };
+    for (const auto& [what, table, exit_code] : cases) {
+        DYNAMIC_SECTION(what) {
+            TempDir dir;
+            const std::string plugin = table.substr(10, table.find(']') - 10);
+            const auto report = dir.path() / "r.json";
+            auto run = run_trainhost({"--config", dir.write("run.toml", tiny_config(1, table)).string(),
+                                      "--plugins=" + (plugin.starts_with("test_") ? test_plugin(plugin) : plugin),
+                                      "--report", report.string()});
+            CHECK(run.exit_code == exit_code);
+            REQUIRE(std::filesystem::exists(report));
+            CHECK(nlohmann::json::parse(test_support::read_file(report))["exit_code"] == exit_code);
+        }
+    }
 }

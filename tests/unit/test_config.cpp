@@ -80,6 +80,27 @@ TEST_CASE("config errors point at the spot", "[config]") {
     CHECK(parse_run_config("mode = \"predict\"\n" + model + "[predict]\npasses = 3\n", "r.toml").predict_passes == 3);
 }
 
+TEST_CASE("each kind of config mistake is named with its place and what is expected", "[config]") {
+    const std::string model = "[model]\nlayers = [ { type = \"dense\", units = 10 } ]\n";
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"[model]\nlayers = []\n", "r.toml:2:10: [model] layers: missing or empty: list the layers as [[model.layers]]"},
+        {"[model]\nlayers = [ 3 ]\n", "r.toml:2:12: [model] layers #1: expected a table like { type = \"dense\", units = 10 }"},
+        {"model = 3\n", "r.toml:1:9: run config model: expected a table, found an integer"},
+        {"[model]\nlayers = { type = \"dense\" }\n", "r.toml:2:10: [model] layers: expected an array, found a table"},
+        {"device = 3\n" + model, "r.toml:1:10: run config device: expected a string, found an integer"},
+        {"mode = \"xyz\"\n" + model, "r.toml:1:8: run config mode: unknown value \"xyz\" (expected one of: predict, train)"},
+        {model + "[optimizer]\ntype = \"sgd\"\nnesterov = true\n",
+         "r.toml:5:12: [optimizer] nesterov: needs momentum > 0 and dampening = 0"},
+        {model + "[resources]\nallocation_stacks = \"yes\"\n",
+         "r.toml:4:21: [resources] allocation_stacks: expected a boolean, found a string"},
+        {model + "[plugins]\nprogress = 1\n", "r.toml:4:12: [plugins] progress: expected a table of options, found a value"},
+    };
+    for (const auto& [text, message] : cases) {
+        INFO(text);
+        CHECK_THROWS_WITH(parse_run_config(text, "r.toml"), message);
+    }
+}
+
 TEST_CASE("an unknown layer key lists the keys of that layer type", "[config]") {
     const auto layers = [](const std::string& second) {
         return "[model]\nlayers = [ { type = \"flatten\" }, " + second + " ]\n";
