@@ -33,7 +33,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
     const double data = static_cast<double>(samples) * static_cast<double>(width) * sizeof(float);
     const double mixing = static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
     throw DataError(fmt::format("synthetic_autoencoder: out of host memory{}: {} samples of width {} take {:.2f} GiB "
-                                "(twice: features and targets; at most twice again for the validation split's copy), and the width x latent ({} x {}) mixing matrix {:.2f} GiB",
+                                "(twice: features and targets, and the validation split's copy of them), and the width "
+                                "x latent ({} x {}) mixing matrix {:.2f} GiB",
                                 beyond, samples, width, data / kGiB, width, latent, mixing / kGiB));
 }
 
@@ -73,13 +74,15 @@ Dataset generate(std::size_t samples, std::size_t width, std::size_t latent, std
 
 }  // namespace
 
-Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
+Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed,
+                                   double validation_fraction) {
     if (width == 0 || latent == 0) {
         throw DataError(
             fmt::format("make_synthetic_autoencoder: width ({}) and latent ({}) must be > 0", width, latent));
     }
-    // Features and targets, and the validation split's copy of them (under all of it).
-    const double needed = static_cast<double>(samples) * static_cast<double>(width) * 4 * sizeof(float) +
+    // Features and targets, and the validation split's copy of them (split_train_validation).
+    const double needed = static_cast<double>(samples) * static_cast<double>(width) * sizeof(float) * 2 *
+                              (1 + validation_fraction) +
                           static_cast<double>(width) * static_cast<double>(latent) * sizeof(double);
     const double physical = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
     if (physical > 0 && needed > physical)

@@ -21,8 +21,9 @@ namespace trainhost::data {
 /// Result: features == targets (target_width = width), classes = 0,
 /// sample_shape = {width}. Deterministic for a seed, and sample i does not
 /// depend on `samples`, so a larger dataset extends a smaller one.
-/// Throws DataError if width or latent is 0.
+/// Throws DataError if width or latent is 0, or where the data, with the copy its
+/// `validation_fraction` makes once split, cannot fit in the machine's memory.
 [[nodiscard]] Dataset make_synthetic_autoencoder(std::size_t samples, std::size_t width, std::size_t latent,
-                                                 std::uint64_t seed);
+                                                 std::uint64_t seed, double validation_fraction = 0.0);
 
 }  // namespace trainhost::data

@@ -35,8 +35,8 @@ extern "C" void on_interrupt(int signal_number) {
         return;
     }
     constexpr char kNotice[] =
-        "\ninterrupted: stopping after this training step (or this epoch's validation); teardown and the ledger check "
-        "still run (interrupt again to exit at once)\n";
+        "\ninterrupted: stopping after this training step (or this epoch's validation, or this predict pass); teardown "
+        "and the ledger check still run (interrupt again to exit at once)\n";
     static_cast<void>(::write(STDERR_FILENO, kNotice, sizeof kNotice - 1));
     errno = saved_errno;
 }

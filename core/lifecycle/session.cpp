@@ -192,7 +192,7 @@ void Session::record_leaks(std::vector<resources::Leak> leaks) {
 
 // Memory held past a step (or past an epoch, taken outside the steps) may be set up
 // once, lazily, when first needed; more of it in a later step (epoch) is a pool that
-// only grows (Ledger::begin_growth_window).
+// only grows (Ledger::begin_fit_growth_window).
 void Session::check_growth(std::vector<resources::Leak> grown, std::string_view boundary) {
     if (grown.empty() || options_.config.on_violation == resources::ViolationPolicy::ignore) return;
     std::string first = resources::format_leak(grown.front());
@@ -211,16 +211,16 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
         throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
-// Checked after a training step and after an epoch's end, never inside either: what
+// Checked after a training step, after an epoch's end and after a predict pass, never inside one: what
 // on_exception sees, and a checkpoint saved there, is a state a resume continues
 // from exactly (an epoch's validation and epoch_end are never cut short).
-void Session::check_interrupt(std::uint64_t predict_passes) {
+void Session::check_interrupt() {
     const int signal_number = pending_interrupt();
     if (signal_number == 0) return;
     interrupt_signal_ = signal_number;
     if (options_.config.mode == "predict")
         throw FitFailure(fmt::format("interrupted by {} in fit {}, after {} predict pass{}", interrupt_name(signal_number),
-                                     state_.fit_index + 1, predict_passes, predict_passes == 1 ? "" : "es"),
+                                     state_.fit_index + 1, passes_completed_, passes_completed_ == 1 ? "" : "es"),
                          kExitInterrupted);
     throw FitFailure(fmt::format("interrupted by {} in fit {}, epoch {}, after {} training batch{} of this fit",
                                  interrupt_name(signal_number), state_.fit_index + 1, state_.epoch + 1, batches_completed_,
@@ -261,6 +261,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     fit_step_ = 0;
     batches_started_ = 0;
     batches_completed_ = 0;
+    passes_completed_ = 0;
     epoch_batches_done_ = 0;
     batch_in_flight_ = false;
     building_fit_ = false;
@@ -390,7 +391,7 @@ void Session::train_fit(FitRecord& record) {
     restore_weights();  // before setup: a plugin that keeps the initial weights keeps these
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();
-    ledger_->begin_growth_window(TH_SCOPE_FIT);
+    ledger_->begin_fit_growth_window(resources::Ledger::StepHooks::training_batch);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
@@ -442,7 +443,7 @@ void Session::predict_fit(FitRecord& record) {
     FitState& fit = *fit_;
     restore_weights();
     dispatch(TH_HOOK_SETUP);
-    ledger_->begin_growth_window(TH_SCOPE_FIT, resources::Ledger::StepHooks::predict_pass);
+    ledger_->begin_fit_growth_window(resources::Ledger::StepHooks::predict_pass);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     data::Batcher batcher(split, fit.model->max_rows(), false, config.seed);
@@ -482,15 +483,22 @@ void Session::predict_fit(FitRecord& record) {
         // After each pass, so that a fit that fails or is interrupted later reports the last one it completed.
         record.predict_last = memory_snapshot();
         if (pass == 0) record.predict_first = record.predict_last;
+        ++passes_completed_;
         try {
-            check_interrupt(pass + 1);
+            check_interrupt();
         } catch (const FitFailure&) {
             // As Lightning's prediction writer does per batch: an interrupted run keeps what it predicted.
+            // The interrupt stays what ended the fit, even where the output cannot be written.
             if (predictions && predictions->rows() > 0) {
-                err_ << fmt::format("warning: [predict] output {} holds the {} of the split's {} predictions made "
-                                    "before the interrupt\n",
-                                    config.predict_output.string(), predictions->rows(), split.count);
-                write_predictions(*predictions, record);
+                try {
+                    write_predictions(*predictions, record);
+                    if (predictions->rows() < split.count)
+                        err_ << fmt::format("warning: [predict] output {} holds the {} of the split's {} predictions "
+                                            "made before the interrupt\n",
+                                            config.predict_output.string(), predictions->rows(), split.count);
+                } catch (const FitFailure& lost) {
+                    err_ << "warning: " << lost.what() << '\n';
+                }
             }
             throw;
         }

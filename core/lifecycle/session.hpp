@@ -168,8 +168,7 @@ private:
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void check_scope(th_scope scope, std::string_view boundary);
     void check_growth(std::vector<resources::Leak> grown, std::string_view boundary);
-    // `predict_passes`: those done, in predict mode, for the message.
-    void check_interrupt(std::uint64_t predict_passes = 0);
+    void check_interrupt();
     void enter(resources::Phase phase);
     void load_start_checkpoint();
     [[nodiscard]] std::filesystem::path checkpoint_path(std::string_view option, const std::string& value) const;
@@ -217,6 +216,7 @@ private:
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
+    std::uint64_t passes_completed_ = 0;  // predict passes whose val_batch_end has run, in this fit
     std::uint64_t epoch_batches_done_ = 0;
     // From a training batch's first change to the epoch's totals to its batch_end: a
     // checkpoint then would count the batch and train it again.

@@ -133,15 +133,16 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
                                               "bytes of F32)",
                                               file, t->name, p->name, t->bytes.size(), t->dtype, p->value.bytes()));
             *values = floats_of(*t);
-            // As for parameters: a NaN moment would show up only as a non-finite loss, an
-            // infinite second moment as a parameter that silently stops moving, and a
-            // negative one (a square's average) as a NaN.
+            // As for parameters: a NaN or an infinite mean would show up only as a
+            // non-finite loss, and a negative second moment (an average of squares) as a
+            // NaN. A second moment of +inf is one training reaches (a gradient past
+            // 1.8e19 squared in float), which keeps that entry still: a file saved so resumes.
             const bool second = suffix == std::string_view("/second");
             if (auto bad = std::find_if(values->begin(), values->end(),
-                                        [&](float v) { return !std::isfinite(v) || (second && v < 0); });
+                                        [&](float v) { return second ? std::isnan(v) || v < 0 : !std::isfinite(v); });
                 bad != values->end())
                 throw ConfigError(fmt::format("{}: {} holds {} ({} at index {})", file, t->name,
-                                              std::isfinite(*bad) ? "a negative second moment" : "a non-finite value",
+                                              second && *bad < 0 ? "a negative second moment" : "a non-finite value",
                                               *bad, bad - values->begin()));
         }
         const std::uint64_t steps = meta_number_at_most(data, prefix + "/steps", file, global_step,

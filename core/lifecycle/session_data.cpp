@@ -17,7 +17,8 @@ void Session::load_data() {
     const config::DataSpec& spec = options_.config.data;
     data::Dataset all;
     if (spec.dataset == "synthetic_autoencoder") {
-        all = data::make_synthetic_autoencoder(spec.samples, spec.width, spec.latent, options_.config.seed);
+        all = data::make_synthetic_autoencoder(spec.samples, spec.width, spec.latent, options_.config.seed,
+                                               spec.validation_fraction);
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         all = data::load_idx_classification(dir, "train", 10, spec.limit);

@@ -39,7 +39,7 @@ std::uint64_t Session::train_epoch() {
     }
     const std::uint64_t samples_before = state_.samples_seen;
     fit.batcher->start_epoch(state_.epoch);
-    ledger_->begin_growth_window(TH_SCOPE_EPOCH);
+    ledger_->begin_epoch_growth_window();
     state_.batches_in_epoch = training_batches();
     epoch_batches_done_ = first_batch;
     epoch_trained_ = false;

@@ -22,11 +22,16 @@ std::size_t window_outputs(std::size_t extent, std::size_t kernel, std::size_t s
                                                           static_cast<int>(stride)));
 }
 
+// "file:line:column: text", or the text alone for a spec made in code (no place in a file).
+std::string placed(const std::string& origin, const std::string& text) {
+    return origin.empty() ? text : origin + ": " + text;
+}
+
 // `input_from`: where the input's shape comes from, for the message.
 SampleShape output_of(const config::LayerSpec& layer, std::size_t index, const SampleShape& in,
                       const std::string& input_from) {
     const auto fail = [&](const std::string& why) -> ConfigError {
-        return ConfigError(fmt::format("{}: [model] layer {} ({}){}", layer.origin, index + 1, layer.type, why));
+        return ConfigError(placed(layer.origin, fmt::format("[model] layer {} ({}){}", index + 1, layer.type, why)));
     };
     if (layer.type == "dense") return {layer.units};
     if (layer.type == "flatten") return {element_count(in)};
@@ -60,9 +65,9 @@ std::vector<LayerShape> plan_layer_shapes(const config::ModelSpec& spec, const S
         shape = std::move(next);
     }
     if (element_count(shape) != output_width) {
-        const std::string where = spec.layers.empty() ? std::string("[model]") : spec.layers.back().origin;
-        throw ConfigError(fmt::format("{}: [model] the last layer has width {}, but the data needs {} outputs", where,
-                                      element_count(shape), output_width));
+        throw ConfigError(placed(spec.layers.empty() ? std::string() : spec.layers.back().origin,
+                                 fmt::format("[model] the last layer has width {}, but the data needs {} outputs",
+                                             element_count(shape), output_width)));
     }
     return plan;
 }

@@ -333,14 +333,16 @@ std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope fr
     return nullptr;
 }
 
-void Ledger::begin_growth_window(th_scope scope, StepHooks steps) {
-    if (scope >= TH_SCOPE_FIT) {
-        growth_tracked_ = true;
-        step_hooks_ = steps;
-        warmup_step_fit_.clear();
-        warmup_epoch_.clear();
-        taken_in_epoch_hooks_.clear();
-    }
+void Ledger::begin_fit_growth_window(StepHooks steps) {
+    growth_tracked_ = true;
+    step_hooks_ = steps;
+    warmup_step_fit_.clear();
+    warmup_epoch_.clear();
+    taken_in_epoch_hooks_.clear();
+    begin_epoch_growth_window();
+}
+
+void Ledger::begin_epoch_growth_window() {
     warmup_step_epoch_.clear();
     taken_in_steps_.clear();
 }

@@ -96,13 +96,14 @@ public:
     // (an optimizer's state in the first step, an average that starts at step 1000),
     // so each owner's first step that keeps memory is its warm-up; keeping more in a
     // later step is a pool that only grows. Per fit for fit scope and wider, per
-    // epoch for epoch scope; begin_growth_window(scope) forgets the warm-ups. A fit
-    // opens the window (fit scope) with the hooks its steps run in: a training
-    // batch's, or a predict pass's (whose validation batch hooks are then step hooks,
-    // and which has no epochs); end_growth_window closes it, and until the next
+    // epoch for epoch scope. A fit opens the window with the hooks its steps run in:
+    // a training batch's, or a predict pass's (whose validation batch hooks are then
+    // step hooks, and which has no epochs), forgetting every warm-up; each epoch
+    // forgets those of epoch scope. end_growth_window closes it, and until the next
     // opens nothing is noted.
     enum class StepHooks { training_batch, predict_pass };
-    void begin_growth_window(th_scope scope, StepHooks steps = StepHooks::training_batch);
+    void begin_fit_growth_window(StepHooks steps);
+    void begin_epoch_growth_window();
     void end_growth_window();
     // Plugin leases of epoch scope or wider taken in a step hook since the last call,
     // and still held, after their owner's warm-up step. Reported, not reclaimed: the

@@ -444,6 +444,13 @@ TEST_CASE("subset and split_train_validation", "[data][split]") {
         CHECK(part->targets == copy.targets);
     }
 
+    // The training part keeps the buffers it was given: only the validation part is a copy.
+    auto given = dataset;
+    const float* const buffer = given.features.data();
+    const auto kept = trainhost::data::split_train_validation(std::move(given), 0.2, 7);
+    CHECK(kept.train.features.data() == buffer);
+    CHECK(kept.train.features == split.train.features);
+
     const auto again = trainhost::data::split_train_validation(dataset, 0.2, 7);
     CHECK(ids_of(again.validation) == validation_ids);
     CHECK(ids_of(trainhost::data::split_train_validation(dataset, 0.2, 8).validation) != validation_ids);

@@ -339,14 +339,17 @@ TEST_CASE("a checkpoint with optimizer state for some parameters but not for ano
     }
 }
 
-TEST_CASE("optimizer moments that are not finite, and a negative second moment, are refused", "[checkpoint]") {
+TEST_CASE("optimizer moments that are NaN, an infinite mean and a negative second moment are refused", "[checkpoint]") {
     Saved saved;
     const std::string error = "error: " + saved.forged_path().string() + ": ";
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     for (const auto& [name, value, what] : std::vector<std::tuple<std::string, float, std::string>>{
              {"optimizer/dense1.bias/first", nan, "a non-finite value (nan at index 2)"},
-             {"optimizer/dense1.bias/second", inf, "a non-finite value (inf at index 2)"},
-             {"optimizer/dense1.bias/second", -1.0F, "a negative second moment (-1 at index 2)"}}) {
+             {"optimizer/dense1.bias/first", -inf, "a non-finite value (-inf at index 2)"},
+             {"optimizer/dense1.bias/second", nan, "a non-finite value (nan at index 2)"},
+             {"optimizer/dense1.bias/second", -1.0F, "a negative second moment (-1 at index 2)"},
+             // What training itself reaches where a gradient squares past float's range: resumed.
+             {"optimizer/dense1.bias/second", inf, ""}}) {
         DYNAMIC_SECTION(name << " " << value) {
             auto forged = saved.data();
             auto tensor = std::find_if(forged.tensors.begin(), forged.tensors.end(), [&](const auto& t) { return t.name == name; });
@@ -354,8 +357,12 @@ TEST_CASE("optimizer moments that are not finite, and a negative second moment, 
             REQUIRE(tensor->bytes.size() > 3 * sizeof(float));
             std::memcpy(tensor->bytes.data() + 2 * sizeof(float), &value, sizeof value);
             auto run = saved.resume(forged);
-            CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains(error + name + " holds " + what + "\n"));
+            if (what.empty()) {
+                CHECK(run.exit_code == 0);
+            } else {
+                CHECK(run.exit_code == 1);
+                CHECK_THAT(run.err, Contains(error + name + " holds " + what + "\n"));
+            }
         }
     }
 }

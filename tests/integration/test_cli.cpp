@@ -93,7 +93,8 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     TempDir dir;
     auto cuda = run_trainhost({"--config", dir.write("run.toml", tiny_config()).string(), "--device", "cuda"});
     // Without the CUDA backend, or with it and no GPU: either way a clear reason. Where
-    // a GPU answers (as on the machine of tests/gpu/run.sh), the fit runs there.
+    // a GPU answers (as on the machine of tests/gpu/run.sh), the fit runs there, which
+    // the [cuda] tests check (test_cuda_backend.cpp).
     if (cuda.exit_code == 0) {
         CHECK_THAT(cuda.out, Contains("fit 1/1: 1 epoch"));
     } else {
@@ -237,7 +238,7 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         CHECK(run.exit_code == 4);
         CHECK_THAT(run.err, Contains("error: data: synthetic_autoencoder: out of host memory (this machine has ") &&
                                 EndsWith(" GiB): 40 samples of width 16777216 take 2.50 GiB (twice: features and "
-                                         "targets; at most twice again for the validation split's copy), and the width x latent (16777216 x "
+                                         "targets, and the validation split's copy of them), and the width x latent (16777216 x "
                                          "16777216) mixing matrix 2097152.00 GiB\n"));
     }
     SECTION("a validation fraction that rounds to no sample is warned of") {

@@ -181,6 +181,15 @@ TEST_CASE("an interrupted predict run writes the predictions it made and says th
     CHECK(fit["predictions"] == 16);
     CHECK(fit["predict_passes"] == 1);
     CHECK(fit["predict_memory"]["after_last_pass"] == fit["predict_memory"]["after_first_pass"]);
+    // An output that cannot be written then is warned of; the interrupt stays what ended the run.
+    std::string full = test_support::read_file(config);
+    full.replace(full.find(output.string()), output.string().size(), "/dev/full");
+    auto lost = run_trainhost({"--config", dir.write("full.toml", full).string(), "--plugins=" + test_plugin("test_thrower"),
+                               "--report", report.string()});
+    CHECK(lost.signal == SIGINT);
+    CHECK_THAT(lost.err, Contains("warning: [predict] output: cannot write /dev/full: No space left on device\n") &&
+                             !Contains(" holds the "));
+    CHECK(nlohmann::json::parse(test_support::read_file(report))["exit_code"] == 130);
 }
 
 // A confusion-matrix callback's count, from the outputs' argmax against the labels,

@@ -146,15 +146,15 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     Ledger ledger({&cpu});
     const auto late = ledger.register_owner("late");
     const auto pool = ledger.register_owner("pool");
-    // No window open (predict mode, or between fits): nothing is noted.
+    // No window open (between fits): nothing is noted.
     for (std::uint64_t index : {0u, 1u}) {
         ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
         (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "unwatched");
     }
     CHECK(ledger.grown_in_step("batch_end").empty());
-    ledger.begin_growth_window(TH_SCOPE_FIT);
+    ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
     const auto step = [&](std::uint64_t index) {
-        ledger.begin_growth_window(TH_SCOPE_EPOCH);
+        ledger.begin_epoch_growth_window();
         ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
     };
     step(0);
@@ -190,7 +190,7 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     CHECK(grown[0].lease.acquired_in == static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END));
     // Epoch-scoped memory taken at an epoch's start and promoted past the epoch in a
     // step grows the pool as surely: the second epoch's is growth.
-    ledger.begin_growth_window(TH_SCOPE_FIT);
+    ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
     for (std::uint32_t epoch : {2u, 3u}) {
         ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, 7});
         const th_handle kept = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "promoted");
@@ -200,7 +200,7 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
         CHECK(ledger.grown_in_epoch("epoch_end").size() == (epoch == 2 ? 0u : 1u));
     }
     // A new fit forgets the warm-ups.
-    ledger.begin_growth_window(TH_SCOPE_FIT);
+    ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
     ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {1, 1, 6});
     (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
     CHECK(ledger.grown_in_epoch("epoch_end").empty());
