@@ -1,0 +1,142 @@
+// The run config through the command line: how it is read, and its errors with their place.
+#include "integration/process.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
+using Catch::Matchers::StartsWith;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+
+TEST_CASE("a config that can be read once, such as a pipe, is read once with --resume last", "[cli][config]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", tiny_config());
+    const auto fifo = dir.path() / "run.fifo";
+    // One writer; a second, late one only unblocks a trainhost that opened the FIFO
+    // again, so that such a regression fails instead of hanging.
+    auto run = run_trainhost({"--config", fifo.string(), "--resume", "last"},
+                             "mkfifo '" + fifo.string() + "' && { timeout 30 cat '" + config.string() + "' >'" +
+                                 fifo.string() + "' 2>/dev/null </dev/null & } && { timeout 30 sh -c \"sleep 10; : >'" +
+                                 fifo.string() + "'\" >/dev/null 2>&1 </dev/null & }");
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
+}
+
+TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {
+    TempDir dir;
+    auto endless = run_trainhost({"--config", "/dev/zero"});
+    CHECK(endless.exit_code == 1);
+    CHECK(endless.err == "error: /dev/zero: more than 16 MiB: not a run config (is it the right file?)\n");
+    const auto large = dir.path() / "large.toml";
+    std::filesystem::resize_file(dir.write("large.toml", "seed = 1\n"), (std::uintmax_t{16} << 20) + 1);
+    auto too_large = run_trainhost({"--config", large.string()});
+    CHECK(too_large.exit_code == 1);
+    CHECK(too_large.err == "error: " + large.string() + ": more than 16 MiB: not a run config (is it the right file?)\n");
+}
+
+TEST_CASE("the data and the model must fit each other", "[cli][config]") {
+    TempDir dir;
+    SECTION("a training split left empty by the validation fraction") {
+        std::string text = tiny_config();
+        text.replace(text.find("samples = 40"), 12, "samples = 1");
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.9");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file + ": [data] the training split is empty\n");
+    }
+    SECTION("synthetic data larger than host memory") {
+        std::string text = tiny_config();
+        text.replace(text.find("width = 8"), 9, "width = 16777216");
+        text.replace(text.find("latent = 2"), 10, "latent = 16777216");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});  // refused before it allocates
+        CHECK(run.exit_code == 4);
+        CHECK_THAT(run.err, Contains("error: data: synthetic_autoencoder: out of host memory (this machine has ") &&
+                                EndsWith(" GiB): 40 samples of width 16777216 take 2.50 GiB (twice: features and "
+                                         "targets, and the validation split's copy of them), and the width x latent (16777216 x "
+                                         "16777216) mixing matrix 2097152.00 GiB\n"));
+    }
+    SECTION("a validation fraction that rounds to no sample is warned of") {
+        std::string text = tiny_config();
+        text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.01");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("warning: " + file + ": [data] validation_fraction 0.01 of 40 samples rounds to "
+                                     "none: this run has no validation split and no val_* metrics\n"));
+        CHECK_THAT(run.out, !Contains("val_loss"));
+    }
+    SECTION("a classification loss on data without labels") {
+        std::string text = tiny_config();
+        const std::string loss = "loss = \"bce_with_logits\"";
+        text.replace(text.find(loss), loss.size(), "loss = \"cross_entropy\"");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file + ":13:8: [model] loss cross_entropy does not fit dataset "
+                         "synthetic_autoencoder: its samples have target vectors (use mse or bce_with_logits)\n");
+        CHECK_THAT(run.out, !Contains("fit 1/1"));  // found with the data, before the run starts
+    }
+    SECTION("conv2d on flat samples, before any plugin loads") {
+        std::string text = tiny_config();
+        const std::string dense = "{ type = \"dense\", units = 4 }";
+        text.replace(text.find(dense), dense.size(), "{ type = \"conv2d\", channels = 2 }");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file, "--plugins=" + (dir.path() / "absent.so").string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file + ":14:12: [model] layer 1 (conv2d) needs samples shaped [channels, height, "
+                         "width], not 1 dimension(s) (the data's samples are [8])\n");
+        CHECK_THAT(run.out, !Contains("fit 1/1"));
+    }
+    SECTION("conv2d after a layer that makes the samples flat") {
+        std::string text = tiny_config();
+        const std::string tanh = "{ type = \"tanh\" }";
+        text.replace(text.find(tanh), tanh.size(), "{ type = \"max_pool2d\" }");
+        const std::string file = dir.write("run.toml", text).string();
+        auto run = run_trainhost({"--config", file});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file + ":14:43: [model] layer 2 (max_pool2d) needs samples shaped [channels, "
+                         "height, width], not 1 dimension(s) (layer 1 (dense) makes them [4])\n");
+    }
+}
+
+TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
+    TempDir dir;
+    SECTION("invalid TOML") {
+        auto file = dir.write("bad.toml", "seed = 1\nepochs = = 3\n");
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":2:10: invalid TOML: Error while parsing value: could not "
+                         "determine value type\n");
+        CHECK(run.out.empty());
+    }
+    SECTION("unknown key with a suggestion") {
+        auto file = dir.write("typo.toml", tiny_config(1, "") + "\n");
+        std::string text = test_support::read_file(file);
+        text.replace(text.find("lr = 0.01"), 9, "lrr = 0.01");
+        dir.write("typo.toml", text);
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":18:1: unknown key 'lrr' in [optimizer]; did you mean 'lr'?\n");
+    }
+    SECTION("an unknown layer key lists the layer's keys") {
+        std::string text = tiny_config();
+        text.replace(text.find("{ type = \"tanh\" }"), 17, "{ type = \"dropout\", p = 0.5 }");
+        auto file = dir.write("layer.toml", text);
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("layer.toml:14:") &&
+                                Contains("unknown key 'p' in [[model.layers]] #2 (a dropout layer takes: rate, type)\n"));
+    }
+    SECTION("wrong type") {
+        auto file = dir.write("type.toml", "epochs = \"three\"\n" + tiny_config().substr(tiny_config().find("\n[data]")));
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("type.toml:1:10") && Contains("epochs: expected an integer, found a string"));
+    }
+}
