@@ -146,14 +146,15 @@ std::string read_config_text(const std::filesystem::path& file) {
     if (!in) throw ConfigError(fmt::format("{}: cannot open config file", file.string()));
     // Read up to a bound, not whole: --config may name a pipe (--config <(...)), and
     // /dev/zero or a wrong path to a large file would otherwise be read until memory ends.
-    std::string text(kMaxConfigBytes + 1, '\0');
-    in.read(text.data(), static_cast<std::streamsize>(text.size()));
+    std::string text;
+    char chunk[1 << 16];
+    while (in.read(chunk, sizeof chunk) || in.gcount() > 0) {
+        text.append(chunk, static_cast<std::size_t>(in.gcount()));
+        if (text.size() > kMaxConfigBytes)
+            throw ConfigError(fmt::format("{}: more than {} MiB: not a run config (is it the right file?)",
+                                          file.string(), kMaxConfigBytes >> 20));
+    }
     if (in.bad()) throw ConfigError(fmt::format("{}: cannot read config file", file.string()));
-    text.resize(static_cast<std::size_t>(in.gcount()));
-    if (text.size() > kMaxConfigBytes)
-        throw ConfigError(fmt::format("{}: more than {} MiB: not a run config (is it the right file?)", file.string(),
-                                      kMaxConfigBytes >> 20));
-    text.shrink_to_fit();
     return text;
 }
 

@@ -160,13 +160,14 @@ IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimens
     // Before allocating what a 32-byte file's header may promise: a plain file holds
     // its payload after the header, and deflate packs at most 1032 bytes into one.
     const std::uint64_t header_bytes = 4 + 4 * dimension_count;
-    if (gzdirect(file.get()) == 1 && payload_bytes > file_bytes - std::min(file_bytes, header_bytes))
-        throw DataError(fmt::format("{}: truncated: header promises {} bytes of {}, file has {}", path_text,
-                                    payload_bytes, payload_noun(dimension_count), file_bytes - std::min(file_bytes, header_bytes)));
-    if (gzdirect(file.get()) == 0 && payload_bytes + header_bytes > file_bytes * kMaxDeflateRatio)
-        throw DataError(fmt::format("{}: truncated: header promises {} bytes of {}, more than a gzip file of {} bytes "
-                                    "holds ({} to 1 at most)",
-                                    path_text, payload_bytes, payload_noun(dimension_count), file_bytes, kMaxDeflateRatio));
+    const bool plain = gzdirect(file.get()) == 1;
+    const std::uint64_t room = plain ? file_bytes - std::min(file_bytes, header_bytes) : file_bytes * kMaxDeflateRatio;
+    if (payload_bytes > room)
+        throw DataError(fmt::format("{}: truncated: header promises {} bytes of {}, {}", path_text, payload_bytes,
+                                    payload_noun(dimension_count),
+                                    plain ? fmt::format("file has {}", room)
+                                          : fmt::format("more than a gzip file of {} bytes holds ({} to 1 at most)",
+                                                        file_bytes, kMaxDeflateRatio)));
     result.values.resize(static_cast<std::size_t>(payload_bytes));
     const std::size_t payload_read = read_up_to(file.get(), result.values.data(), result.values.size(), path_text);
     if (payload_read < result.values.size()) {

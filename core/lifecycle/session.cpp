@@ -487,24 +487,29 @@ void Session::predict_fit(FitRecord& record) {
         try {
             check_interrupt();
         } catch (const FitFailure&) {
-            // As Lightning's prediction writer does per batch: an interrupted run keeps what it predicted.
-            // The interrupt stays what ended the fit, even where the output cannot be written.
-            if (predictions && predictions->rows() > 0) {
-                try {
-                    write_predictions(*predictions, record);
-                    if (predictions->rows() < split.count)
-                        err_ << fmt::format("warning: [predict] output {} holds the {} of the split's {} predictions "
-                                            "made before the interrupt\n",
-                                            config.predict_output.string(), predictions->rows(), split.count);
-                } catch (const FitFailure& lost) {
-                    err_ << "warning: " << lost.what() << '\n';
-                }
-            }
+            if (predictions) keep_interrupted_predictions(*predictions, split.count, record);
             throw;
         }
     }
     dispatch(TH_HOOK_VALIDATION_END);
     if (predictions) write_predictions(*predictions, record);
+}
+
+// As Lightning's prediction writer does per batch: an interrupted run keeps what it
+// predicted. The interrupt stays what ended the fit, even where the output cannot be written.
+void Session::keep_interrupted_predictions(const report::PredictionTable& predictions, std::size_t split_rows,
+                                           FitRecord& record) {
+    if (predictions.rows() == 0) return;
+    try {
+        write_predictions(predictions, record);
+    } catch (const FitFailure& lost) {
+        err_ << "warning: " << lost.what() << '\n';
+        return;
+    }
+    if (predictions.rows() < split_rows)
+        err_ << fmt::format("warning: [predict] output {} holds the {} of the split's {} predictions made before the "
+                            "interrupt\n",
+                            options_.config.predict_output.string(), predictions.rows(), split_rows);
 }
 
 void Session::write_predictions(const report::PredictionTable& predictions, FitRecord& record) {

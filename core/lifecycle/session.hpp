@@ -154,6 +154,8 @@ private:
     void train_fit(FitRecord& record);
     void predict_fit(FitRecord& record);
     void write_predictions(const report::PredictionTable& predictions, FitRecord& record);
+    void keep_interrupted_predictions(const report::PredictionTable& predictions, std::size_t split_rows,
+                                      FitRecord& record);
     [[nodiscard]] const data::Dataset& predict_data() const;
     // Returns the training samples it took in this process (a resumed epoch took some before).
     std::uint64_t train_epoch();
