@@ -3,6 +3,7 @@
 // a warmup sets the rate step by step, and the rate a plugin set survives a resume.
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
+#include "integration/sgd_runs.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -10,27 +11,14 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using sgd_runs::epoch_metrics;
+using sgd_runs::sgd_config;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
 using test_support::tiny_config;
 
 namespace {
-
-// tiny_config with plain SGD at `lr`, so a step is exactly param - lr * grad.
-std::string sgd_config(int epochs, double lr, const std::string& extra) {
-    std::string text = tiny_config(epochs, extra);
-    text.replace(text.find("type = \"adam\"\nlr = 0.01"), 23, "type = \"sgd\"\nlr = " + std::to_string(lr));
-    return text;
-}
-
-// Each epoch's metrics from a --report file.
-std::vector<nlohmann::json> epoch_metrics(const std::filesystem::path& report) {
-    std::vector<nlohmann::json> all;
-    const auto json = nlohmann::json::parse(test_support::read_file(report));
-    for (const auto& epoch : json["fits"][0]["epochs"]) all.push_back(epoch["metrics"]);
-    return all;
-}
 
 std::string tools_table(const std::string& options) { return "\n[plugins.test_grad_tools]\n" + options; }
 

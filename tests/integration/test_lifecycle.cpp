@@ -190,6 +190,16 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         {"metrics_logger", "format = \"xml\"", "format must be both, csv or jsonl, not 'xml'"},
         {"metrics_logger", "prefix = \"a/b\"", "prefix must be a non-empty file name without '/', not 'a/b'"},
         {"memory_monitor", "growth_tolerance_bytes = -1", "growth_tolerance_bytes must be >= 0"},
+        {"lr_scheduler", "schedule = \"cyclic\"", "schedule must be constant, step, exponential, cosine or linear, not 'cyclic'"},
+        {"lr_scheduler", "interval = \"batch\"", "interval must be epoch or step, not 'batch'"},
+        {"lr_scheduler", "warmup = -1", "warmup must be >= 0"},
+        {"lr_scheduler", "warmup_start_factor = 1.5", "warmup_start_factor must be in [0, 1]"},
+        {"lr_scheduler", "gamma = 0.0", "gamma must be in (0, 1]"},
+        {"lr_scheduler", "gamma = nan", "gamma must be in (0, 1]"},
+        {"lr_scheduler", "step_size = 0", "step_size must be >= 1"},
+        {"lr_scheduler", "decay_length = -1", "decay_length must be >= 0 (0: the rest of the run)"},
+        {"lr_scheduler", "min_lr = -0.1", "min_lr must be a finite number >= 0"},
+        {"lr_scheduler", "min_lr = inf", "min_lr must be a finite number >= 0"},
     };
     for (const auto& [plugin, options, message] : cases) {
         DYNAMIC_SECTION(plugin << ": " << options) {

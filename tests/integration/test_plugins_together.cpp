@@ -4,6 +4,8 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <numbers>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -16,7 +18,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kAllPlugins = "--plugins=progress,early_stopping,togpu,checkpoint,metrics_logger,memory_monitor,pruning";
+const std::string kAllPlugins =
+    "--plugins=progress,early_stopping,togpu,checkpoint,metrics_logger,memory_monitor,pruning,lr_scheduler";
 
 std::string all_tables(const fs::path& dir) {
     return "\n[plugins.checkpoint]\ndirpath = \"" + (dir / "ckpt").string() +
@@ -24,7 +27,8 @@ std::string all_tables(const fs::path& dir) {
            "[plugins.metrics_logger]\ndir = \"" + (dir / "logs").string() + "\"\n"
            "[plugins.pruning]\namount = 0.3\nlottery_ticket = true\n"
            "[plugins.togpu]\ntarget = \"cpu:1\"\nwhen = \"every_epoch\"\n"
-           "[plugins.early_stopping]\npatience = 5\n";
+           "[plugins.early_stopping]\npatience = 5\n"
+           "[plugins.lr_scheduler]\ninterval = \"step\"\nwarmup = 2\n";
 }
 
 }  // namespace
@@ -40,13 +44,15 @@ TEST_CASE("all built-in plugins together on the autoencoder end with a clean led
     // producers memory_monitor and pruning (which also writes the params checkpoint
     // reads) before every reader of metrics; checkpoint, after early_stopping by its
     // own declaration, sets checkpoint.best_score, so progress and metrics_logger follow it.
-    CHECK_THAT(run.out, Contains("plugin order: togpu -> memory_monitor -> pruning -> early_stopping -> checkpoint -> "
-                                 "progress -> metrics_logger"));
+    CHECK_THAT(run.out, Contains("plugin order: togpu -> memory_monitor -> pruning -> lr_scheduler -> early_stopping -> "
+                                 "checkpoint -> progress -> metrics_logger"));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
     CHECK(fs::exists(dir.path() / "ckpt" / "last.safetensors"));
     CHECK(fs::exists(dir.path() / "logs" / "metrics.csv"));
     auto report = nlohmann::json::parse(test_support::read_file(dir.path() / "r.json"));
     CHECK(report["fits"][0]["final_metrics"]["pruning.sparsity"].get<double>() == Approx(0.3).margin(0.01));
+    // 3 epochs of 2 steps: the last, step 5, is 3 of the 4 cosine steps after the warmup.
+    CHECK(report["fits"][0]["final_metrics"]["lr_scheduler.lr"].get<double>() == Approx(0.01 * 0.5 * (1 + std::cos(3 * std::numbers::pi / 4))));
     CHECK(report["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
 }
 

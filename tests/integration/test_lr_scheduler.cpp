@@ -1,0 +1,162 @@
+// lr_scheduler end to end: each schedule's rates against PyTorch's closed forms, per
+// epoch and per step; the rates reach the optimizer; a resume continues the schedule
+// exactly and keeps its length, as a PyTorch scheduler keeps T_max.
+#include "integration/checkpoint_runs.hpp"
+#include "integration/process.hpp"
+#include "integration/sgd_runs.hpp"
+
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+using Catch::Matchers::Contains;
+using sgd_runs::epoch_metrics;
+using test_support::run_trainhost;
+using test_support::TempDir;
+
+namespace {
+
+// tiny_config (30 training samples in batches of 16: two steps an epoch) with plain
+// SGD at 0.1 and lr_scheduler's options.
+std::string sgd_config(int epochs, const std::string& scheduler_options, const std::string& extra = "") {
+    return sgd_runs::sgd_config(epochs, 0.1, "\n[plugins.lr_scheduler]\n" + scheduler_options + extra);
+}
+
+// The optimizer's rate at each epoch's end, as the plugin read it back.
+std::vector<double> rates(const std::filesystem::path& report) {
+    std::vector<double> all;
+    for (const auto& metrics : epoch_metrics(report)) all.push_back(metrics["lr_scheduler.lr"].get<double>());
+    return all;
+}
+
+// PyTorch's CosineAnnealingLR in closed form: from `base` at step 0 to eta_min at T.
+double cosine(double base, double eta_min, double t, double length) {
+    return eta_min + (base - eta_min) * (1 + std::cos(std::numbers::pi * t / length)) / 2;
+}
+
+void check_rates(const std::vector<double>& got, const std::vector<double>& expected) {
+    REQUIRE(got.size() == expected.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+        INFO("epoch " << i + 1);
+        CHECK(got[i] == Approx(expected[i]).epsilon(1e-12).margin(1e-15));
+    }
+}
+
+}  // namespace
+
+TEST_CASE("lr_scheduler sets PyTorch's rates at each epoch start", "[plugins][lr_scheduler]") {
+    struct Case {
+        std::string options;
+        std::vector<double> expected;  // the rate of each of 6 epochs
+    };
+    const double w = cosine(0.1, 0.01, 1, 4);  // after a 2-epoch warmup, 4 epochs of cosine to 0.01
+    const double w2 = cosine(0.1, 0.01, 2, 4);
+    const double w3 = cosine(0.1, 0.01, 3, 4);
+    const std::vector<std::pair<std::string, Case>> cases = {
+        {"cosine over the run", {"", {0.1, cosine(0.1, 0, 1, 6), cosine(0.1, 0, 2, 6), cosine(0.1, 0, 3, 6),
+                                      cosine(0.1, 0, 4, 6), cosine(0.1, 0, 5, 6)}}},
+        // LinearLR(start_factor=0.1, total_iters=2), then cosine.
+        {"warmup then cosine to min_lr",
+         {"warmup = 2\nmin_lr = 0.01\n", {0.01, 0.1 * (0.1 + 0.9 * 0.5), 0.1, w, w2, w3}}},
+        {"StepLR", {"schedule = \"step\"\ngamma = 0.5\nstep_size = 2\n", {0.1, 0.1, 0.05, 0.05, 0.025, 0.025}}},
+        {"ExponentialLR, floored at min_lr",
+         {"schedule = \"exponential\"\ngamma = 0.5\nmin_lr = 0.01\n", {0.1, 0.05, 0.025, 0.0125, 0.01, 0.01}}},
+        {"linear over 4 epochs", {"schedule = \"linear\"\ndecay_length = 4\n", {0.1, 0.075, 0.05, 0.025, 0, 0}}},
+        {"constant after a warmup from 0",
+         {"schedule = \"constant\"\nwarmup = 3\nwarmup_start_factor = 0.0\n", {0, 0.1 / 3, 0.2 / 3, 0.1, 0.1, 0.1}}},
+    };
+    for (const auto& [name, c] : cases) {
+        DYNAMIC_SECTION(name) {
+            TempDir dir;
+            const auto report = dir.path() / "r.json";
+            auto run = run_trainhost({"--config", dir.write("run.toml", sgd_config(6, c.options)).string(),
+                                      "--plugins=lr_scheduler", "--report", report.string()});
+            INFO(run.out << run.err);
+            REQUIRE(run.exit_code == 0);
+            CHECK(run.err.empty());
+            check_rates(rates(report), c.expected);
+        }
+    }
+}
+
+TEST_CASE("lr_scheduler with interval step sets the rate before each optimizer step", "[plugins][lr_scheduler]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    // 3 epochs of 2 steps: a 2-step warmup, then cosine over the 4 steps left; each
+    // epoch ends at the rate of its last step (1, 3, 5).
+    auto config = dir.write("run.toml", sgd_config(3, "interval = \"step\"\nwarmup = 2\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=lr_scheduler", "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    check_rates(rates(report), {0.1 * (0.1 + 0.9 * 0.5), cosine(0.1, 0, 1, 4), cosine(0.1, 0, 3, 4)});
+}
+
+TEST_CASE("the optimizer steps at lr_scheduler's rates", "[plugins][lr_scheduler]") {
+    TempDir dir;
+    const auto train_loss = [&](const std::string& config, const std::string& plugins) {
+        const auto report = dir.path() / "r.json";
+        std::vector<std::string> arguments = {"--config", dir.write("run.toml", config).string(), "--report", report.string()};
+        if (!plugins.empty()) arguments.push_back(plugins);
+        auto run = run_trainhost(arguments);
+        INFO(run.out << run.err);
+        REQUIRE(run.exit_code == 0);
+        return epoch_metrics(report).back()["train_loss"].get<double>();
+    };
+    const double plain = train_loss(sgd_config(4, ""), "");
+    // A constant schedule sets the configured rate: the same steps, bit for bit.
+    CHECK(train_loss(sgd_config(4, "schedule = \"constant\"\n"), "--plugins=lr_scheduler") == plain);
+    // A rate divided by a million from the second epoch on: training nearly stops there.
+    const double slowed = train_loss(sgd_config(4, "schedule = \"step\"\nstep_size = 1\ngamma = 0.000001\n"),
+                                     "--plugins=lr_scheduler");
+    const double first_epoch = train_loss(sgd_config(1, ""), "");
+    CHECK(slowed != plain);
+    CHECK(std::fabs(slowed - first_epoch) < std::fabs(plain - first_epoch));
+}
+
+TEST_CASE("a resumed lr_scheduler continues its schedule exactly and keeps its length", "[plugins][lr_scheduler][checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto report = dir.path() / "r.json";
+    const std::string options = "interval = \"step\"\nmin_lr = 0.01\n";
+    const std::string plugins = "--plugins=lr_scheduler,checkpoint";
+    // Every epoch's checkpoint kept, as epoch=N.safetensors (N from 0).
+    auto config = dir.write("run.toml", sgd_config(4, options, checkpoint_runs::checkpoint_table(
+                                                                     ckpt, "save_top_k = -1\nfilename = \"{epoch}\"\n")));
+    SECTION("a resume mid-run gives the uninterrupted run's rates and losses") {
+        REQUIRE(run_trainhost({"--config", config.string(), plugins, "--report", report.string()}).exit_code == 0);
+        const auto whole = epoch_metrics(report);
+        auto resumed = run_trainhost({"--config", config.string(), plugins, "--resume", (ckpt / "epoch=1.safetensors").string(),
+                                      "--report", report.string()});
+        INFO(resumed.out << resumed.err);
+        REQUIRE(resumed.exit_code == 0);
+        CHECK(resumed.err.empty());
+        const auto parts = epoch_metrics(report);
+        REQUIRE(parts.size() == 2);
+        for (std::size_t e = 0; e < 2; ++e) {
+            CHECK(parts[e]["lr_scheduler.lr"] == whole[e + 2]["lr_scheduler.lr"]);
+            CHECK(parts[e]["train_loss"] == whole[e + 2]["train_loss"]);
+        }
+        CHECK(whole[3]["lr_scheduler.lr"].get<double>() == Approx(cosine(0.1, 0.01, 7, 8)).epsilon(1e-12));
+    }
+    SECTION("a resume with more epochs keeps the length the schedule began with, and says so") {
+        REQUIRE(run_trainhost({"--config", config.string(), plugins, "--epochs", "2"}).exit_code == 0);
+        auto resumed = run_trainhost({"--config", config.string(), plugins, "--resume", "last", "--report", report.string()});
+        INFO(resumed.out << resumed.err);
+        REQUIRE(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("warning: [lr_scheduler] the saved schedule decays over 4 steps, as resolved by "
+                                         "the run that began it (PyTorch's T_max); this run's length would give 8. It "
+                                         "keeps 4 (set decay_length to choose)\n"));
+        check_rates(rates(report), {0.01, 0.01});
+    }
+}
+
+TEST_CASE("lr_scheduler warns of a min_lr above the optimizer's rate", "[plugins][lr_scheduler]") {
+    TempDir dir;
+    auto run = run_trainhost({"--config", dir.write("run.toml", sgd_config(1, "min_lr = 0.5\n")).string(),
+                              "--plugins=lr_scheduler"});
+    CHECK(run.exit_code == 0);
+    CHECK(run.err == "warning: [lr_scheduler] min_lr 0.5 is above the optimizer's learning rate 0.1: the rate does not "
+                     "decay\n");
+}
