@@ -339,7 +339,6 @@ void Session::restore_parameters(const checkpoint::CheckpointData& data, const s
     }
 }
 
-// After setup, before to_device: the model, its optimizer and the plugins take the
 // The learning rate a plugin had set goes on where the run left off, unless the
 // config now asks for another than it did then: the user's change wins, as a
 // warning says. Files from before these keys start from the config's.
@@ -365,6 +364,7 @@ void Session::restore_learning_rate(const checkpoint::CheckpointData& data, cons
                             file, *saved, configured_then, configured);
 }
 
+// After setup, before to_device: the model, its optimizer and the plugins take the
 // checkpoint's state, and the loop starts where the checkpoint left off.
 void Session::restore_checkpoint() {
     if (!resume_) return;

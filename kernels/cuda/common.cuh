@@ -31,8 +31,11 @@ inline void check_launch(const char* kernel) {
     }
 }
 
+// A failed call also sets the runtime's last-error state: cleared here, so that the
+// next launch's check does not report this failure under its own kernel's name.
 inline void check(cudaError_t error, const char* what) {
     if (error != cudaSuccess) {
+        cudaGetLastError();
         fail(what, error);
     }
 }

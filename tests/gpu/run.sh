@@ -40,12 +40,14 @@ python3 -c "import torch; print('torch', torch.__version__, 'CUDA', torch.versio
 # Each stage gets what is left of the 6 minutes the script may take, less a margin for
 # the table; one that overruns is killed and fails, so the script still ends in time.
 deadline=340
+stage_times=()
 within_budget() {  # stage name, command...
-  local stage=$1 left=$((deadline - SECONDS)) rc
+  local stage=$1 left=$((deadline - SECONDS)) started=$SECONDS rc
   shift
   if ((left < 5)); then fail "$stage: not run, the 6-minute budget is spent"; return 124; fi
   timeout -k 10 "$left" "$@"  # -k: trainhost takes a TERM as an interrupt, ending only after its step
   rc=$?
+  stage_times+=("$stage $((SECONDS - started)) s")  # for sizing the budget from a real run
   ((rc == 124)) && fail "$stage: killed after ${left} s, at the end of the 6-minute budget"
   return "$rc"
 }
@@ -55,9 +57,12 @@ cuda_library_path() {
   python3 - <<'PY'
 import glob, os, site, sys
 wanted = ["libcudart.so.13", "libcublas.so.13", "libcublasLt.so.13", "libcudnn.so.9"]
-roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib", "/usr/lib/x86_64-linux-gnu"]
+# The toolkit's, then PyTorch's wheels (built for the CUDA the machine runs), then the
+# system's, which may be built for another CUDA.
+roots = ["/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
 for base in site.getsitepackages():
     roots += sorted(glob.glob(os.path.join(base, "nvidia", "*", "lib")) + glob.glob(os.path.join(base, "nvidia", "lib")))
+roots.append("/usr/lib/x86_64-linux-gnu")
 found = []
 for name in wanted:
     hit = next((r for r in roots if os.path.exists(os.path.join(r, name))), None)
@@ -102,6 +107,8 @@ missing() {
 # This machine's own C++ runtime first; the build machine's only where this one is older.
 if [[ -n $library_path ]] && missing >/dev/null; then library_path="$library_path:$root/build-gpu/runtime-lib/fallback"; fi
 if missing >/dev/null; then missing | sort -u | tee -a "$summary"; fail "libraries missing"; finish; fi
+# Which CUDA libraries trainhost loads (torch's own are printed above).
+th ldd "$bin" | awk '$1 ~ /^lib(cudart|cublas|cublasLt|cudnn)\.so/ {print "loads", $1, $3}' | tee -a "$summary"
 # th's environment as a command prefix, for what runs under timeout (which runs no shell function).
 th_env=(env "LD_LIBRARY_PATH=$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
 
@@ -209,5 +216,6 @@ else
   *) log "memcheck: exit $rc, no verdict (memcheck.log)"; tail -3 "$logs/memcheck.log" | tee -a "$summary" ;;
   esac
 fi
+log "stage times: $(IFS=,; echo "${stage_times[*]}" | sed 's/,/, /g') (total ${SECONDS} s)"
 log "status: $([[ $status == 0 ]] && echo ok || echo FAILED)"
 finish
