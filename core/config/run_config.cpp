@@ -76,6 +76,8 @@ void read_optimizer(TableReader& root, RunConfig& config) {
         o.beta2 = reader.number_in("beta2", o.beta2, 0.0, 0.999999);
         o.eps = reader.number_in("eps", o.eps, 0.0, 1.0);
     }
+    o.gradient_clip_val = reader.number_in("gradient_clip_val", 0.0, 0.0, 1e6);
+    o.gradient_clip_algorithm = reader.one_of("gradient_clip_algorithm", o.gradient_clip_algorithm, {"norm", "value"});
     reader.reject_unknown_keys();
 }
 

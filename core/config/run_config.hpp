@@ -45,6 +45,9 @@ struct OptimizerSpec {
     double beta1 = 0.9;
     double beta2 = 0.999;
     double eps = 1e-8;
+    // Lightning's gradient clipping, before each step: 0 clips nothing.
+    double gradient_clip_val = 0;
+    std::string gradient_clip_algorithm = "norm";  // norm (the global L2 norm), value (each element)
 };
 
 struct DataSpec {

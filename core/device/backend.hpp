@@ -77,6 +77,10 @@ public:
     virtual void fill(float* y, std::size_t n, float value) = 0;
     virtual void copy(const float* x, float* y, std::size_t n) = 0;
     virtual void scale(float* x, std::size_t n, float factor) = 0;
+    // Gradient clipping: Σ x² (a part of the global norm), read back to the host; and
+    // x = min(max(x, -bound), bound), a NaN kept as torch.clamp keeps it.
+    [[nodiscard]] virtual double squared_norm(const float* x, std::size_t n) = 0;
+    virtual void clamp(float* x, std::size_t n, float bound) = 0;
 
     // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
     // floats; a layer sizes it for its largest batch, grows it where a smaller batch

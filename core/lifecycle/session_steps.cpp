@@ -73,6 +73,12 @@ std::uint64_t Session::train_epoch() {
             fit.model->backward(rows);
             dispatch(TH_HOOK_AFTER_BACKWARD);
             if (dispatch(TH_HOOK_BEFORE_OPTIMIZER_STEP) != TH_SKIP_BATCH) {
+                // After the hook, as in Lightning: a plugin there sees the gradients unclipped.
+                if (const auto norm = fit.optimizer->clip_gradients(fit.model->parameters()); norm && !std::isfinite(*norm))
+                    throw FitFailure::non_finite("gradient norm", *norm,
+                                                 fmt::format("fit {} epoch {} batch {}, where gradient_clip_val would "
+                                                             "scale by it",
+                                                             state_.fit_index + 1, state_.epoch + 1, b + 1));
                 fit.optimizer->step(fit.model->parameters());
                 ++state_.global_step;
                 dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);

@@ -1,5 +1,6 @@
 #include "nn/optimizer.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 namespace trainhost::nn {
@@ -69,6 +70,24 @@ void Optimizer::load(const std::vector<Parameter*>& parameters, const std::map<P
         from_host(ledger_, state.first, found->second.first, p->name);
         from_host(ledger_, state.second, found->second.second, p->name);
     }
+}
+
+std::optional<double> Optimizer::clip_gradients(const std::vector<Parameter*>& parameters) {
+    if (spec_.gradient_clip_val == 0) return std::nullopt;
+    const auto bound = static_cast<float>(spec_.gradient_clip_val);
+    if (spec_.gradient_clip_algorithm == "value") {
+        for (Parameter* p : parameters) backend_->clamp(p->grad.data(), p->grad.numel(), bound);
+        return std::nullopt;
+    }
+    double sum = 0;
+    for (Parameter* p : parameters) sum += backend_->squared_norm(p->grad.data(), p->grad.numel());
+    const double norm = std::sqrt(sum);
+    if (!std::isfinite(norm)) return norm;
+    // PyTorch's coefficient, its 1e-6 included, so that a run clips as it would there.
+    const double coefficient = spec_.gradient_clip_val / (norm + 1e-6);
+    if (coefficient < 1)
+        for (Parameter* p : parameters) backend_->scale(p->grad.data(), p->grad.numel(), static_cast<float>(coefficient));
+    return norm;
 }
 
 void Optimizer::step(const std::vector<Parameter*>& parameters) {

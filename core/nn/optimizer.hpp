@@ -7,6 +7,7 @@
 #include "nn/tensor.hpp"
 
 #include <map>
+#include <optional>
 #include <vector>
 
 namespace trainhost::nn {
@@ -15,6 +16,11 @@ class Optimizer {
 public:
     Optimizer(const config::OptimizerSpec& spec, device::Backend& backend, resources::Ledger& ledger);
     void step(const std::vector<Parameter*>& parameters);
+    // [optimizer] gradient_clip_val, as Lightning clips before a step: the gradients
+    // scaled down to that global L2 norm (PyTorch's clip_grad_norm_), or each one
+    // clamped to ±it ("value"). Returns the global norm before clipping by norm: a
+    // non-finite one is left as it is for the caller to refuse.
+    [[nodiscard]] std::optional<double> clip_gradients(const std::vector<Parameter*>& parameters);
     // The learning rate of the steps to come: the config's, until a plugin or a resume sets it.
     [[nodiscard]] double learning_rate() const noexcept { return spec_.lr; }
     void set_learning_rate(double lr) noexcept { spec_.lr = lr; }

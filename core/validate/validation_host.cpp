@@ -6,7 +6,15 @@ namespace trainhost::validate {
 
 ValidationHost::ValidationHost() {
     ledger_ = std::make_unique<resources::Ledger>(std::vector<device::Device*>{&cpu_});
-    config::ModelSpec spec{{{"dense", 4, 0}, {"tanh", 0, 0}, {"dense", 3, 0}}, "mse"};
+    const auto layer = [](std::string type, std::size_t units) {
+        config::LayerSpec spec;
+        spec.type = std::move(type);
+        spec.units = units;
+        return spec;
+    };
+    config::ModelSpec spec;
+    spec.layers = {layer("dense", 4), layer("tanh", 0), layer("dense", 3)};
+    spec.loss = "mse";
     model_ = std::make_unique<nn::Model>(spec, std::vector<std::size_t>{5}, 3, nn::LayerContext{cpu_.backend(), *ledger_, 4, 0}, 1);
     state_.struct_size = sizeof state_;
     state_.max_epochs = 1;

@@ -49,6 +49,23 @@ void scale(float* x, std::size_t n, float factor) {
     }
 }
 
+double squared_norm(const float* x, std::size_t n) {
+    double sum = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+        const double v = x[i];
+        sum += v * v;
+    }
+    return sum;
+}
+
+void clamp(float* x, std::size_t n, float bound) {
+    for (std::size_t i = 0; i < n; ++i) {
+        if (!std::isnan(x[i])) {
+            x[i] = std::min(std::max(x[i], -bound), bound);
+        }
+    }
+}
+
 void axpy(float a, const float* x, float* y, std::size_t n) {
     for (std::size_t i = 0; i < n; ++i) {
         y[i] += a * x[i];

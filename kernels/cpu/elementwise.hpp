@@ -17,6 +17,11 @@ void copy(const float* x, float* y, std::size_t n);
 // x *= factor
 void scale(float* x, std::size_t n, float factor);
 
+// Σ x², accumulated in double.
+[[nodiscard]] double squared_norm(const float* x, std::size_t n);
+// x = min(max(x, -bound), bound); a NaN stays NaN (torch.clamp's rule).
+void clamp(float* x, std::size_t n, float bound);
+
 // y += a * x
 void axpy(float a, const float* x, float* y, std::size_t n);
 

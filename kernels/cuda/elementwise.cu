@@ -33,6 +33,15 @@ __global__ void scale_kernel(float* x, std::size_t n, float factor) {
     }
 }
 
+__global__ void clamp_kernel(float* x, std::size_t n, float bound) {
+    for (std::size_t i = first_index(); i < n; i += grid_stride()) {
+        const float v = x[i];
+        if (!isnan(v)) {
+            x[i] = fminf(fmaxf(v, -bound), bound);
+        }
+    }
+}
+
 __global__ void axpy_kernel(float a, const float* x, float* y, std::size_t n) {
     for (std::size_t i = first_index(); i < n; i += grid_stride()) {
         y[i] = __fadd_rn(y[i], __fmul_rn(a, x[i]));
@@ -209,6 +218,14 @@ void scale(float* x, std::size_t n, float factor, cudaStream_t stream) {
     }
     scale_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, n, factor);
     check_launch("scale");
+}
+
+void clamp(float* x, std::size_t n, float bound, cudaStream_t stream) {
+    if (n == 0) {
+        return;
+    }
+    clamp_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(x, n, bound);
+    check_launch("clamp");
 }
 
 void axpy(float a, const float* x, float* y, std::size_t n, cudaStream_t stream) {

@@ -38,6 +38,8 @@ void fill(float* y, std::size_t n, float value, cudaStream_t stream);
 void copy(const float* x, float* y, std::size_t n, cudaStream_t stream);
 // x *= factor
 void scale(float* x, std::size_t n, float factor, cudaStream_t stream);
+// x = min(max(x, -bound), bound); a NaN stays NaN.
+void clamp(float* x, std::size_t n, float bound, cudaStream_t stream);
 // y += a * x
 void axpy(float a, const float* x, float* y, std::size_t n, cudaStream_t stream);
 // y[r][c] += bias[c]

@@ -305,6 +305,30 @@ TEST_CASE("cuda backend conv2d forward and backward match the CPU backend", "[cu
     }
 }
 
+TEST_CASE("cuda backend squared_norm matches the CPU backend", "[cuda][memcheck]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(1301);
+    BoundCudaDevice cuda;
+    Backend& gpu = cuda.backend();
+    CpuBackend cpu;
+    for (const std::size_t n : {std::size_t{1}, std::size_t{1000}, std::size_t{300007}}) {
+        INFO(n << " values");
+        const auto x = random_values(rng, n, 3.0f);
+        const double expected = cpu.squared_norm(x.data(), n);
+        REQUIRE(expected > 0);
+        const PoolBuffer<float> dx(cuda.memory(), x);
+        require_close(gpu.squared_norm(dx.get(), n), expected, cuda_test_support::kTolerance);
+    }
+    // nrm2 scales as it sums: squares beyond float's range still give the norm.
+    const std::vector<float> large = {3e30f, -4e30f};
+    const PoolBuffer<float> dlarge(cuda.memory(), large);
+    require_close(gpu.squared_norm(dlarge.get(), 2), 25e60, cuda_test_support::kTolerance);
+    const std::vector<float> nan = {1.0f, std::numeric_limits<float>::quiet_NaN()};
+    const PoolBuffer<float> dnan(cuda.memory(), nan);
+    REQUIRE(std::isnan(gpu.squared_norm(dnan.get(), 2)));
+    REQUIRE(gpu.squared_norm(nullptr, 0) == 0.0);
+}
+
 TEST_CASE("cuda backend loss matches the CPU backend for every loss kind", "[cuda][memcheck]") {
     SKIP_WITHOUT_CUDA();
     std::mt19937 rng(1203);

@@ -112,3 +112,34 @@ TEST_CASE("the learning rate a plugin set goes on after a resume, unless the con
         CHECK(epoch_metrics(report).back()["grad_tools.lr"].get<double>() == 0.02);
     }
 }
+
+TEST_CASE("[optimizer] gradient_clip_val clips after before_optimizer_step, as a plugin clipping by that norm does",
+          "[grads][clip]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    const std::string plugin = "--plugins=" + test_plugin("test_grad_tools");
+    const auto run = [&](const std::string& optimizer_lines, const std::string& tools_options) {
+        auto config = dir.write("run.toml", sgd_config(2, 0.1, optimizer_lines + tools_table(tools_options)));
+        auto result = run_trainhost({"--config", config.string(), plugin, "--report", report.string()});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        const auto epochs = epoch_metrics(report);
+        REQUIRE(epochs.size() == 2);
+        return epochs.back();
+    };
+    const auto unclipped = run("", "");
+    const auto by_plugin = run("", "clip_norm = 0.001\n");
+    const auto by_core = run("\ngradient_clip_val = 0.001\n", "check_step = true\n");
+    REQUIRE(by_core["grad_tools.norm"].get<double>() > 0.01);  // far above the bound: every step clipped
+    // The same steps but for PyTorch's 1e-6 in the coefficient.
+    CHECK(by_core["val_loss"].get<double>() == Approx(by_plugin["val_loss"].get<double>()).epsilon(1e-4));
+    CHECK(std::fabs(by_core["val_loss"].get<double>() - unclipped["val_loss"].get<double>()) >
+          100 * std::fabs(by_core["val_loss"].get<double>() - by_plugin["val_loss"].get<double>()));
+    // The plugin read the gradients before the core clipped them: the step is not
+    // param - lr * grad of what it read (which holds within 1e-6 unclipped).
+    CHECK(by_core["grad_tools.step_error"].get<double>() > 1e-2);
+
+    const auto by_value = run("\ngradient_clip_val = 0.0001\ngradient_clip_algorithm = \"value\"\n", "");
+    CHECK(by_value["val_loss"].get<double>() != unclipped["val_loss"].get<double>());
+    CHECK(by_value["val_loss"].get<double>() != by_core["val_loss"].get<double>());
+}

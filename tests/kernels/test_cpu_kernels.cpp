@@ -177,6 +177,26 @@ TEST_CASE("basic elementwise operations", "[kernels][elementwise]") {
     REQUIRE(cpu::count_nonzero(signed_zero_and_nan.data(), 3) == 1);
 }
 
+TEST_CASE("squared_norm and clamp, the parts of gradient clipping", "[kernels][elementwise]") {
+    std::mt19937 rng(77);
+    const auto x = random_values(rng, 1001);
+    double expected = 0;
+    for (float v : x) expected += static_cast<double>(v) * v;
+    REQUIRE(expected > 0);
+    require_close(cpu::squared_norm(x.data(), x.size()), expected, 1e-12);
+    REQUIRE(cpu::squared_norm(x.data(), 0) == 0.0);
+    // Squares that overflow float stay finite in double.
+    const std::vector<float> large = {3e30f, -4e30f};
+    require_close(cpu::squared_norm(large.data(), 2), 25e60, 1e-6);
+    const std::vector<float> nan = {1.0f, kNaN};
+    REQUIRE(std::isnan(cpu::squared_norm(nan.data(), 2)));
+
+    std::vector<float> y = {-3.0f, -0.25f, 0.0f, 0.5f, 2.0f, kInf, -kInf, kNaN};
+    cpu::clamp(y.data(), y.size(), 0.5f);
+    REQUIRE(std::vector<float>(y.begin(), y.end() - 1) == std::vector<float>{-0.5f, -0.25f, 0.0f, 0.5f, 0.5f, 0.5f, -0.5f});
+    REQUIRE(std::isnan(y.back()));  // as torch.clamp: a NaN gradient is not hidden
+}
+
 TEST_CASE("add_row_bias and bias_gradient", "[kernels][elementwise]") {
     std::mt19937 rng(7);
     const std::size_t rows = 6, cols = 4;

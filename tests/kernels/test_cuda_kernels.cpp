@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -223,6 +224,29 @@ TEST_CASE("cuda multiply_by_mask and mask_below match the CPU", "[cuda][memcheck
     DeviceBuffer<float> dmask(mask0);
     gpu::mask_below(dx_in.get(), 0.5f, dmask.get(), kN, stream);
     require_all_close(dmask.download(stream), expected_mask);
+}
+
+TEST_CASE("cuda clamp matches the CPU and keeps NaN", "[cuda][memcheck]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(606);
+    Stream stream;
+    const auto x = random_values(rng, kN);
+    auto expected = x;
+    cpu::clamp(expected.data(), kN, 0.3f);
+    require_changed(expected, x);
+    DeviceBuffer<float> dx(x);
+    gpu::clamp(dx.get(), kN, 0.3f, stream);
+    require_all_close(dx.download(stream), expected);
+
+    const std::vector<float> special = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                        -std::numeric_limits<float>::infinity(), -0.1f};
+    DeviceBuffer<float> dspecial(special);
+    gpu::clamp(dspecial.get(), special.size(), 0.3f, stream);
+    const auto clamped = dspecial.download(stream);
+    REQUIRE(std::isnan(clamped[0]));
+    REQUIRE(clamped[1] == 0.3f);
+    REQUIRE(clamped[2] == -0.3f);
+    REQUIRE(clamped[3] == -0.1f);
 }
 
 TEST_CASE("cuda sgd_step matches the CPU over three steps", "[cuda][memcheck]") {

@@ -86,6 +86,8 @@ public:
     }
     void fill(float* y, std::size_t n, float value) override { cpu_.fill(y, n, value); }
     void scale(float* x, std::size_t n, float factor) override { cpu_.scale(x, n, factor); }
+    double squared_norm(const float* x, std::size_t n) override { return cpu_.squared_norm(x, n); }
+    void clamp(float* x, std::size_t n, float bound) override { cpu_.clamp(x, n, bound); }
     void copy(const float* x, float* y, std::size_t n) override { cpu_.copy(x, y, n); }
     [[nodiscard]] std::size_t pool_indices(const device::PoolShape& s) const override { return cpu_.pool_indices(s); }
     void max_pool2d_forward(const device::PoolShape& s, const float* x, float* y, std::int32_t* indices) override {

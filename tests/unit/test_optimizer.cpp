@@ -3,6 +3,9 @@
 #include "nn/optimizer.hpp"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
+#include <vector>
 
 using namespace trainhost;
 
@@ -71,4 +74,56 @@ TEST_CASE("AdamW decays weights before the Adam update", "[optimizer]") {
     optimizer.step({&p});
     // p *= 1 - 0.1*0.5 -> 1.9; then p -= 0.1 -> 1.8
     CHECK(p.value.data()[0] == Approx(1.8f).epsilon(1e-5));
+}
+
+TEST_CASE("gradient clipping by norm scales every gradient by PyTorch's coefficient", "[optimizer][clip]") {
+    Fixture f;
+    // Global norm sqrt(3^2 + 4^2 + 12^2) = 13, over two parameters.
+    auto a = f.parameter(0, {1.0f, 1.0f}, {3.0f, -4.0f});
+    auto b = f.parameter(1, {1.0f}, {12.0f});
+    config::OptimizerSpec spec;
+    spec.type = "sgd";
+    spec.gradient_clip_val = 6.5;
+    nn::Optimizer optimizer(spec, f.backend, f.ledger);
+    const auto norm = optimizer.clip_gradients({&a, &b});
+    REQUIRE(norm.has_value());
+    CHECK(*norm == 13.0);
+    const double coefficient = 6.5 / (13.0 + 1e-6);  // torch.nn.utils.clip_grad_norm_
+    CHECK(a.grad.data()[0] == Approx(3.0 * coefficient).epsilon(1e-7));
+    CHECK(a.grad.data()[1] == Approx(-4.0 * coefficient).epsilon(1e-7));
+    CHECK(b.grad.data()[0] == Approx(12.0 * coefficient).epsilon(1e-7));
+
+    SECTION("a norm within the bound leaves the gradients as they are") {
+        const auto within = optimizer.clip_gradients({&a, &b});
+        REQUIRE(within.has_value());
+        CHECK(*within == Approx(6.5).epsilon(1e-6));
+        CHECK(a.grad.data()[0] == Approx(3.0 * coefficient).epsilon(1e-6));
+    }
+    SECTION("a non-finite norm is returned, the gradients untouched, for the caller to refuse") {
+        b.grad.data()[0] = std::numeric_limits<float>::infinity();
+        const float before = a.grad.data()[0];
+        const auto infinite = optimizer.clip_gradients({&a, &b});
+        REQUIRE(infinite.has_value());
+        CHECK(std::isinf(*infinite));
+        CHECK(a.grad.data()[0] == before);
+    }
+}
+
+TEST_CASE("gradient clipping by value clamps each gradient, and 0 clips nothing", "[optimizer][clip]") {
+    Fixture f;
+    auto p = f.parameter(0, {1.0f, 1.0f, 1.0f}, {0.75f, -0.25f, -2.0f});
+    config::OptimizerSpec spec;
+    spec.type = "sgd";
+    spec.gradient_clip_val = 0.5;
+    spec.gradient_clip_algorithm = "value";
+    nn::Optimizer optimizer(spec, f.backend, f.ledger);
+    CHECK_FALSE(optimizer.clip_gradients({&p}).has_value());
+    CHECK(std::vector<float>(p.grad.data(), p.grad.data() + 3) == std::vector<float>{0.5f, -0.25f, -0.5f});
+
+    config::OptimizerSpec off;
+    off.type = "sgd";
+    nn::Optimizer unclipped(off, f.backend, f.ledger);
+    auto q = f.parameter(1, {1.0f}, {100.0f});
+    CHECK_FALSE(unclipped.clip_gradients({&q}).has_value());
+    CHECK(q.grad.data()[0] == 100.0f);
 }

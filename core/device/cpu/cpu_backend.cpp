@@ -90,6 +90,10 @@ void CpuBackend::copy(const float* x, float* y, std::size_t n) { k::copy(x, y, n
 
 void CpuBackend::scale(float* x, std::size_t n, float factor) { k::scale(x, n, factor); }
 
+double CpuBackend::squared_norm(const float* x, std::size_t n) { return k::squared_norm(x, n); }
+
+void CpuBackend::clamp(float* x, std::size_t n, float bound) { k::clamp(x, n, bound); }
+
 k::Convolution& CpuBackend::convolution(const ConvShape& s) const {
     auto& made = convolutions_[s];
     if (!made) made = std::make_unique<k::Convolution>(s);

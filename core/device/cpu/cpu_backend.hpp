@@ -32,6 +32,8 @@ public:
                    const AdamHyper& hyper, std::int64_t step) override;
     void fill(float* y, std::size_t n, float value) override;
     void scale(float* x, std::size_t n, float factor) override;
+    [[nodiscard]] double squared_norm(const float* x, std::size_t n) override;
+    void clamp(float* x, std::size_t n, float bound) override;
     void copy(const float* x, float* y, std::size_t n) override;
     [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override;
     void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,

@@ -5,8 +5,9 @@
 #include "kernels/cuda/kernels.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <array>
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -140,6 +141,21 @@ void CudaBackend::copy(const float* x, float* y, std::size_t n) {
 void CudaBackend::scale(float* x, std::size_t n, float factor) {
     activate();
     kc::scale(x, n, factor, stream_);
+}
+
+// cuBLAS's nrm2 (scaled, so no square overflows float), deterministic since
+// atomics are off; the host pointer makes it wait for the stream.
+double CudaBackend::squared_norm(const float* x, std::size_t n) {
+    activate();
+    if (n == 0) return 0;
+    float norm = 0;
+    TRAINHOST_CUDA_CHECK(cublasSnrm2_64(blas_, static_cast<std::int64_t>(n), x, 1, &norm));
+    return static_cast<double>(norm) * norm;
+}
+
+void CudaBackend::clamp(float* x, std::size_t n, float bound) {
+    activate();
+    kc::clamp(x, n, bound, stream_);
 }
 
 void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) {

@@ -44,6 +44,8 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.fill(b.as<float>(), kCount, 0.25f);
     backend.copy(a.as<float>(), c.as<float>(), kCount);
     backend.scale(c.as<float>(), kCount, 0.5f);
+    backend.clamp(c.as<float>(), kCount, 0.5f);
+    static_cast<void>(backend.squared_norm(c.as<float>(), kCount));
     std::vector<std::uint8_t> host_keep(kCount, 1);
     std::vector<std::int32_t> host_labels(kRows, 1);
     memory.copy_from_host(keep.as<void>(), host_keep.data(), host_keep.size());
