@@ -3,10 +3,10 @@
 // Scheduler: an optional linear warmup (PyTorch's LinearLR), then constant, step
 // (StepLR), exponential (ExponentialLR), cosine or linear decay to min_lr. The
 // schedule starts from the learning rate the optimizer has at setup (the config's)
-// and is a function of the epoch or optimizer step, so a resume, mid-epoch too,
-// continues it exactly; the state keeps the length cosine and linear decay over, as
-// a PyTorch scheduler keeps T_max. Sets lr_scheduler.lr at each epoch end (what
-// Lightning's LearningRateMonitor logs), read back from the optimizer.
+// and is a function of the epoch or of the optimizer steps taken, so a resume,
+// mid-epoch too, continues it exactly; the state keeps the length cosine and linear
+// decay over, as a PyTorch scheduler keeps T_max. Sets lr_scheduler.lr at each
+// epoch end (what Lightning's LearningRateMonitor logs), read back from the optimizer.
 #include <trainhost/sdk.hpp>
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <numbers>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -52,11 +53,12 @@ public:
         {"step_size", TH_OPTION_INT, "10", "step: epochs or steps between two decays"},
         {"decay_length", TH_OPTION_INT, "0",
          "cosine and linear: epochs or steps from the warmup's end to min_lr (0: the rest of the run)"},
-        {"min_lr", TH_OPTION_FLOAT, "0.0", "the lowest rate: where cosine and linear end, a floor for step and exponential"},
+        {"min_lr", TH_OPTION_FLOAT, "0.0",
+         "the lowest rate after the warmup: where cosine and linear end, a floor for step and exponential"},
     };
 
-    LrScheduler(Context&, const trainhost::sdk::Options& options)
-        : schedule_(parse_schedule(options.get_string("schedule"))), warmup_(options.get_int("warmup")),
+    LrScheduler(Context& ctx, const trainhost::sdk::Options& options)
+        : link_(ctx.link()), schedule_(parse_schedule(options.get_string("schedule"))), warmup_(options.get_int("warmup")),
           warmup_start_factor_(options.get_float("warmup_start_factor")), gamma_(options.get_float("gamma")),
           step_size_(options.get_int("step_size")), decay_length_(options.get_int("decay_length")),
           min_lr_(options.get_float("min_lr")) {
@@ -77,6 +79,15 @@ public:
     // scheduled one only after setup).
     void on_setup(Context& ctx) override {
         base_lr_ = ctx.learning_rate();
+        if (!began_at_lr_) began_at_lr_ = base_lr_;
+    }
+
+    // After a resume's restore; training only (predict mode has no fit_start).
+    void on_fit_start(Context& ctx) override {
+        // The config's rate wins, as the host's own rule for a changed lr has it.
+        if (began_at_lr_ && *began_at_lr_ != base_lr_)
+            ctx.warn("the schedule began at learning rate " + format(*began_at_lr_) + "; this run's is " +
+                     format(base_lr_) + ", and the schedule goes on from that");
         if (min_lr_ > base_lr_ && schedule_ != Schedule::constant)
             ctx.warn("min_lr " + format(min_lr_) + " is above the optimizer's learning rate " + format(base_lr_) +
                      ": the rate does not decay");
@@ -89,13 +100,13 @@ public:
             length_checked_ = true;
             const std::uint64_t intervals = per_step_ ? std::uint64_t{state.max_epochs} * state.batches_in_epoch
                                                       : std::uint64_t{state.max_epochs};
-            const std::uint64_t length = intervals > static_cast<std::uint64_t>(warmup_) ? intervals - warmup_ : 1;
+            // A run that ends within the warmup leaves the length to one that decays.
+            const std::uint64_t length = intervals > static_cast<std::uint64_t>(warmup_) ? intervals - warmup_ : 0;
             const bool decays = schedule_ == Schedule::cosine || schedule_ == Schedule::linear;
-            if (resolved_length_ != 0 && resolved_length_ != length && decays)
-                ctx.warn("the saved schedule decays over " + std::to_string(resolved_length_) + " " + unit() +
-                         "s, as resolved by the run that began it (PyTorch's T_max); this run's length would give " +
-                         std::to_string(length) + ". It keeps " + std::to_string(resolved_length_) +
-                         " (set decay_length to choose)");
+            if (resolved_length_ != 0 && length != 0 && resolved_length_ != length && decays)
+                ctx.warn("the saved schedule decays over " + counted(resolved_length_) +
+                         ", as resolved by the run that began it (PyTorch's T_max); this run's length would give " +
+                         counted(length) + ". It keeps " + counted(resolved_length_) + " (set decay_length to choose)");
             if (resolved_length_ == 0) resolved_length_ = length;
         }
         if (!per_step_) ctx.set_learning_rate(rate_at(state.epoch));
@@ -107,12 +118,30 @@ public:
 
     void on_epoch_end(Context& ctx) override { ctx.set_metric("lr_scheduler.lr", ctx.learning_rate()); }
 
-    void on_save_state(trainhost::sdk::StateWriter& out) override { out.put<std::uint64_t>(resolved_length_); }
+    void on_save_state(trainhost::sdk::StateWriter& out) override {
+        out.put<std::uint8_t>(per_step_ ? 1 : 0);
+        out.put<std::uint64_t>(resolved_length_);
+        out.put(began_at_lr_.value_or(base_lr_));
+    }
     void on_load_state(trainhost::sdk::StateReader& in) override {
+        const auto per_step = in.get<std::uint8_t>();
         const auto length = in.get<std::uint64_t>();
+        const auto base_lr = in.get<double>();
+        if (per_step > 1)
+            throw std::runtime_error("saved state has interval " + std::to_string(per_step) +
+                                     ", neither epoch (0) nor step (1)");
         // At most a million epochs of at most 2^40 steps each.
         if (length > (std::uint64_t{1} << 60))
             throw std::runtime_error("saved state has a decay length of " + std::to_string(length) + " intervals");
+        if (!(base_lr >= 0 && base_lr <= 1000))
+            throw std::runtime_error("saved state has a learning rate of " + format(base_lr) + ", not one in [0, 1000]");
+        began_at_lr_ = base_lr;
+        if ((per_step == 1) != per_step_) {
+            if (length != 0)
+                Context(link_, nullptr).warn("the saved schedule counted " + std::string(per_step == 1 ? "steps" : "epochs") +
+                         ", this run counts " + unit() + "s: its decay length is taken afresh from this run");
+            return;
+        }
         // As a PyTorch scheduler's T_max, the length stays what the run that began
         // the schedule resolved, even where this run has more epochs.
         if (length != 0) resolved_length_ = length;
@@ -126,6 +155,9 @@ private:
     }
 
     [[nodiscard]] const char* unit() const { return per_step_ ? "step" : "epoch"; }
+    [[nodiscard]] std::string counted(std::uint64_t n) const {
+        return std::to_string(n) + " " + unit() + (n == 1 ? "" : "s");
+    }
 
     // The rate for the epoch or optimizer step `t` (0-based).
     [[nodiscard]] double rate_at(std::uint64_t t) const {
@@ -153,6 +185,7 @@ private:
         return base_lr_;
     }
 
+    trainhost::sdk::HostLink link_;  // for load_state, which gets no Context
     Schedule schedule_;
     bool per_step_ = false;
     std::int64_t warmup_;
@@ -161,7 +194,8 @@ private:
     std::int64_t step_size_;
     std::int64_t decay_length_;
     double min_lr_;
-    double base_lr_ = 0;
+    double base_lr_ = 0;                 // the optimizer's at setup: where this run's schedule starts
+    std::optional<double> began_at_lr_;  // where the schedule began, in this run or the one resumed
     std::uint64_t resolved_length_ = 0;  // decay_length 0: the run's, once known or restored
     bool length_checked_ = false;
 };

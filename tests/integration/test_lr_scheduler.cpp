@@ -7,7 +7,10 @@
 
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <numbers>
 
@@ -115,40 +118,99 @@ TEST_CASE("the optimizer steps at lr_scheduler's rates", "[plugins][lr_scheduler
     CHECK(std::fabs(slowed - first_epoch) < std::fabs(plain - first_epoch));
 }
 
-TEST_CASE("a resumed lr_scheduler continues its schedule exactly and keeps its length", "[plugins][lr_scheduler][checkpoint]") {
+TEST_CASE("a resumed lr_scheduler continues its schedule exactly, mid-epoch too, and keeps its length",
+          "[plugins][lr_scheduler][checkpoint]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
     const auto report = dir.path() / "r.json";
-    const std::string options = "interval = \"step\"\nmin_lr = 0.01\n";
     const std::string plugins = "--plugins=lr_scheduler,checkpoint";
-    // Every epoch's checkpoint kept, as epoch=N.safetensors (N from 0).
-    auto config = dir.write("run.toml", sgd_config(4, options, checkpoint_runs::checkpoint_table(
-                                                                     ckpt, "save_top_k = -1\nfilename = \"{epoch}\"\n")));
-    SECTION("a resume mid-run gives the uninterrupted run's rates and losses") {
-        REQUIRE(run_trainhost({"--config", config.string(), plugins, "--report", report.string()}).exit_code == 0);
+    // last.safetensors at each epoch's end; in the first section also a checkpoint
+    // after every optimizer step, kept as step=N.safetensors.
+    const std::string saves = checkpoint_runs::checkpoint_table(ckpt);
+    const auto config = [&](const std::string& options) {
+        return dir.write("run.toml", sgd_config(4, options, saves)).string();
+    };
+    // The rate the optimizer held when step N's file was saved: step N's own.
+    const auto saved_rate = [&](const std::string& file) {
+        const auto data = trainhost::checkpoint::read_checkpoint(ckpt / file);
+        REQUIRE(data.meta("trainer.lr") != nullptr);
+        return std::strtod(data.meta("trainer.lr")->c_str(), nullptr);
+    };
+    SECTION("every step's rate, and a resume from the middle of an epoch") {
+        const auto run_config =
+            dir.write("run.toml", sgd_config(4, "interval = \"step\"\nwarmup = 2\nmin_lr = 0.01\n",
+                                             checkpoint_runs::checkpoint_table(ckpt, "save_top_k = -1\nevery_n_train_steps "
+                                                                                     "= 1\nfilename = \"{step}\"\n")))
+                .string();
+        REQUIRE(run_trainhost({"--config", run_config, plugins, "--report", report.string()}).exit_code == 0);
+        // 8 steps: 2 of warmup (step k trains at rate_at(k - 1)), then cosine over 6.
+        const std::vector<double> expected = {0.01, 0.055, cosine(0.1, 0.01, 0, 6), cosine(0.1, 0.01, 1, 6),
+                                              cosine(0.1, 0.01, 2, 6), cosine(0.1, 0.01, 3, 6),
+                                              cosine(0.1, 0.01, 4, 6), cosine(0.1, 0.01, 5, 6)};
+        for (std::size_t k = 1; k <= expected.size(); ++k) {
+            INFO("step " << k);
+            CHECK(saved_rate("step=" + std::to_string(k) + ".safetensors") == Approx(expected[k - 1]).epsilon(1e-12));
+        }
         const auto whole = epoch_metrics(report);
-        auto resumed = run_trainhost({"--config", config.string(), plugins, "--resume", (ckpt / "epoch=1.safetensors").string(),
+        REQUIRE(whole.size() == 4);
+        // Step 3 is the first of epoch 2's two: the resume starts within it.
+        auto resumed = run_trainhost({"--config", run_config, plugins, "--resume", (ckpt / "step=3.safetensors").string(),
                                       "--report", report.string()});
         INFO(resumed.out << resumed.err);
         REQUIRE(resumed.exit_code == 0);
         CHECK(resumed.err.empty());
         const auto parts = epoch_metrics(report);
-        REQUIRE(parts.size() == 2);
-        for (std::size_t e = 0; e < 2; ++e) {
-            CHECK(parts[e]["lr_scheduler.lr"] == whole[e + 2]["lr_scheduler.lr"]);
-            CHECK(parts[e]["train_loss"] == whole[e + 2]["train_loss"]);
+        REQUIRE(parts.size() == 3);
+        for (std::size_t e = 0; e < parts.size(); ++e) {
+            INFO("epoch " << e + 2);
+            CHECK(parts[e]["lr_scheduler.lr"] == whole[e + 1]["lr_scheduler.lr"]);
+            CHECK(parts[e]["train_loss"] == whole[e + 1]["train_loss"]);
         }
-        CHECK(whole[3]["lr_scheduler.lr"].get<double>() == Approx(cosine(0.1, 0.01, 7, 8)).epsilon(1e-12));
     }
     SECTION("a resume with more epochs keeps the length the schedule began with, and says so") {
-        REQUIRE(run_trainhost({"--config", config.string(), plugins, "--epochs", "2"}).exit_code == 0);
-        auto resumed = run_trainhost({"--config", config.string(), plugins, "--resume", "last", "--report", report.string()});
+        const auto run_config = config("interval = \"step\"\nmin_lr = 0.01\n");
+        REQUIRE(run_trainhost({"--config", run_config, plugins, "--epochs", "2"}).exit_code == 0);
+        auto resumed = run_trainhost({"--config", run_config, plugins, "--resume", "last", "--report", report.string()});
         INFO(resumed.out << resumed.err);
         REQUIRE(resumed.exit_code == 0);
-        CHECK_THAT(resumed.err, Contains("warning: [lr_scheduler] the saved schedule decays over 4 steps, as resolved by "
-                                         "the run that began it (PyTorch's T_max); this run's length would give 8. It "
-                                         "keeps 4 (set decay_length to choose)\n"));
+        CHECK(resumed.err == "warning: [lr_scheduler] the saved schedule decays over 4 steps, as resolved by the run "
+                             "that began it (PyTorch's T_max); this run's length would give 8 steps. It keeps 4 steps "
+                             "(set decay_length to choose)\n");
         check_rates(rates(report), {0.01, 0.01});
+    }
+    SECTION("a run that ended within its warmup leaves the length to the run that decays") {
+        const auto run_config = config("warmup = 2\n");
+        REQUIRE(run_trainhost({"--config", run_config, plugins, "--epochs", "2"}).exit_code == 0);
+        auto resumed = run_trainhost({"--config", run_config, plugins, "--resume", "last", "--report", report.string()});
+        INFO(resumed.out << resumed.err);
+        REQUIRE(resumed.exit_code == 0);
+        CHECK(resumed.err.empty());
+        check_rates(rates(report), {0.1, cosine(0.1, 0, 1, 2)});
+    }
+    SECTION("a resume that counts in another interval takes its length afresh") {
+        REQUIRE(run_trainhost({"--config", config(""), plugins, "--epochs", "2"}).exit_code == 0);
+        auto resumed = run_trainhost({"--config", config("interval = \"step\"\n"), plugins, "--resume", "last",
+                                      "--report", report.string()});
+        INFO(resumed.out << resumed.err);
+        REQUIRE(resumed.exit_code == 0);
+        CHECK(resumed.err == "warning: [lr_scheduler] the saved schedule counted epochs, this run counts steps: its "
+                             "decay length is taken afresh from this run\n");
+        // Steps 4 .. 7 of a cosine over 8; each epoch ends at its second step's rate.
+        check_rates(rates(report), {cosine(0.1, 0, 5, 8), cosine(0.1, 0, 7, 8)});
+    }
+    SECTION("a resume under another configured rate goes on from that rate, and says so") {
+        REQUIRE(run_trainhost({"--config", config("schedule = \"step\"\ngamma = 0.5\nstep_size = 1\n"), plugins,
+                               "--epochs", "2"})
+                    .exit_code == 0);
+        std::string text = sgd_config(4, "schedule = \"step\"\ngamma = 0.5\nstep_size = 1\n", saves);
+        text.replace(text.find("lr = 0.1"), 8, "lr = 0.2");
+        auto resumed = run_trainhost({"--config", dir.write("higher.toml", text).string(), plugins, "--resume", "last",
+                                      "--report", report.string()});
+        INFO(resumed.out << resumed.err);
+        REQUIRE(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("warning: [lr_scheduler] the schedule began at learning rate 0.1; this run's "
+                                         "is 0.2, and the schedule goes on from that\n"));
+        check_rates(rates(report), {0.2 * 0.25, 0.2 * 0.125});
     }
 }
 
@@ -159,4 +221,53 @@ TEST_CASE("lr_scheduler warns of a min_lr above the optimizer's rate", "[plugins
     CHECK(run.exit_code == 0);
     CHECK(run.err == "warning: [lr_scheduler] min_lr 0.5 is above the optimizer's learning rate 0.1: the rate does not "
                      "decay\n");
+    // Predict mode trains nothing: nothing to warn of.
+    auto predict = run_trainhost({"--config", dir.write("predict.toml", "mode = \"predict\"\n" +
+                                                                            sgd_config(1, "min_lr = 0.5\n")).string(),
+                                  "--plugins=lr_scheduler"});
+    CHECK(predict.exit_code == 0);
+    CHECK(predict.err.empty());
+}
+
+TEST_CASE("an lr_scheduler state with an unknown interval or an impossible length or rate is refused",
+          "[plugins][lr_scheduler][checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string plugins = "--plugins=lr_scheduler,checkpoint";
+    const auto config = dir.write("run.toml", sgd_config(2, "", checkpoint_runs::checkpoint_table(ckpt))).string();
+    REQUIRE(run_trainhost({"--config", config, plugins, "--epochs", "1"}).exit_code == 0);
+    const auto saved = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+    // The state as the plugin writes it: interval, decay length, the rate it began at.
+    const auto state = [](std::uint8_t interval, std::uint64_t length, double rate) {
+        std::vector<unsigned char> bytes(sizeof interval + sizeof length + sizeof rate);
+        std::memcpy(bytes.data(), &interval, sizeof interval);
+        std::memcpy(bytes.data() + sizeof interval, &length, sizeof length);
+        std::memcpy(bytes.data() + sizeof interval + sizeof length, &rate, sizeof rate);
+        return bytes;
+    };
+    const std::vector<std::pair<std::vector<unsigned char>, std::string>> cases = {
+        {state(2, 2, 0.1), "saved state has interval 2, neither epoch (0) nor step (1)"},
+        {state(0, std::uint64_t{1} << 61, 0.1), "saved state has a decay length of 2305843009213693952 intervals"},
+        {state(0, 2, std::numeric_limits<double>::quiet_NaN()), "saved state has a learning rate of nan, not one in [0, 1000]"},
+        {state(0, 2, -0.5), "saved state has a learning rate of -0.5, not one in [0, 1000]"},
+    };
+    for (const auto& [bytes, message] : cases) {
+        DYNAMIC_SECTION(message) {
+            auto forged = saved;
+            bool found = false;
+            for (auto& tensor : forged.tensors)
+                if (tensor.name == "plugin/lr_scheduler") {
+                    tensor.bytes = bytes;
+                    tensor.shape = {bytes.size()};
+                    found = true;
+                }
+            REQUIRE(found);
+            const auto path = dir.path() / "forged.safetensors";
+            trainhost::checkpoint::write_checkpoint(path, forged);
+            auto run = run_trainhost({"--config", config, plugins, "--resume", path.string()});
+            CHECK(run.exit_code == 1);
+            CHECK_THAT(run.err, Contains("error: " + path.string() + ": plugin 'lr_scheduler' refused its saved state: " +
+                                         message + "\n"));
+        }
+    }
 }
