@@ -76,8 +76,8 @@ std::uint64_t Session::train_epoch() {
                 // After the hook, as in Lightning: a plugin there sees the gradients unclipped.
                 if (const auto norm = fit.optimizer->clip_gradients(fit.model->parameters()); norm && !std::isfinite(*norm))
                     throw FitFailure::non_finite("gradient norm", *norm,
-                                                 fmt::format("fit {} epoch {} batch {}, where gradient_clip_val would "
-                                                             "scale by it",
+                                                 fmt::format("fit {} epoch {} batch {} (clipping by norm needs a "
+                                                             "finite one)",
                                                              state_.fit_index + 1, state_.epoch + 1, b + 1));
                 fit.optimizer->step(fit.model->parameters());
                 ++state_.global_step;

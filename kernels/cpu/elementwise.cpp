@@ -50,12 +50,21 @@ void scale(float* x, std::size_t n, float factor) {
 }
 
 double squared_norm(const float* x, std::size_t n) {
-    double sum = 0;
-    for (std::size_t i = 0; i < n; ++i) {
-        const double v = x[i];
-        sum += v * v;
+    // Four independent sums: one chain of dependent adds would bound the loop by
+    // the add's latency.
+    double sums[4] = {0, 0, 0, 0};
+    std::size_t i = 0;
+    for (; i + 4 <= n; i += 4) {
+        for (std::size_t lane = 0; lane < 4; ++lane) {
+            const double v = x[i + lane];
+            sums[lane] += v * v;
+        }
     }
-    return sum;
+    for (; i < n; ++i) {
+        const double v = x[i];
+        sums[0] += v * v;
+    }
+    return (sums[0] + sums[1]) + (sums[2] + sums[3]);
 }
 
 void clamp(float* x, std::size_t n, float bound) {

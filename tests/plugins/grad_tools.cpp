@@ -25,7 +25,8 @@ public:
         {"clip_norm", TH_OPTION_FLOAT, "nan", "scale the gradients down to this global norm (nan: off)"},
         {"set_lr", TH_OPTION_FLOAT, "nan", "set this learning rate in on_setup (nan: off)"},
         {"check_step", TH_OPTION_BOOL, "false",
-         "compare each plain SGD step with param - lr * grad, as metric grad_tools.step_error"},
+         "compare each plain SGD step with param - lr * grad, as metric grad_tools.step_error, and set the norm and "
+         "largest element of the gradient it applied (grad_tools.applied_norm, grad_tools.applied_max)"},
     };
 
     GradTools(Context&, const trainhost::sdk::Options& options)
@@ -75,6 +76,19 @@ public:
         }
         step_error_ = std::max(step_error_, worst);
         ctx.set_metric("grad_tools.step_error", step_error_);
+        // The gradient the step applied, (before - after) / lr, as clipping left it.
+        double squares = 0;
+        double largest = 0;
+        for (std::uint32_t i = 0; i < ctx.param_count(); ++i) {
+            const std::vector<float> after = ctx.read_param(i);
+            for (std::size_t j = 0; j < after.size(); ++j) {
+                const double applied = (static_cast<double>(before_[i][j]) - after[j]) / lr;
+                squares += applied * applied;
+                largest = std::max(largest, std::fabs(applied));
+            }
+        }
+        ctx.set_metric("grad_tools.applied_norm", std::sqrt(squares));
+        ctx.set_metric("grad_tools.applied_max", largest);
     }
 
     void on_epoch_end(Context& ctx) override { ctx.set_metric("grad_tools.lr", ctx.learning_rate()); }

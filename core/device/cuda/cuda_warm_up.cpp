@@ -46,6 +46,12 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.scale(c.as<float>(), kCount, 0.5f);
     backend.clamp(c.as<float>(), kCount, 0.5f);
     static_cast<void>(backend.squared_norm(c.as<float>(), kCount));
+    {  // cuBLAS may pick another nrm2 kernel for a parameter's size than for 32 values
+        constexpr std::size_t kLarge = std::size_t{1} << 20;
+        WarmUpBuffer large(memory, kLarge * sizeof(float));
+        backend.fill(large.as<float>(), kLarge, 0.5f);
+        static_cast<void>(backend.squared_norm(large.as<float>(), kLarge));
+    }
     std::vector<std::uint8_t> host_keep(kCount, 1);
     std::vector<std::int32_t> host_labels(kRows, 1);
     memory.copy_from_host(keep.as<void>(), host_keep.data(), host_keep.size());
