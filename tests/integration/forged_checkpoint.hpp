@@ -64,4 +64,33 @@ inline trainhost::checkpoint::CheckpointData without(trainhost::checkpoint::Chec
     return data;
 }
 
+// A plugin's saved state, as the SDK's StateWriter lays it out.
+class StateBytes {
+public:
+    template <typename T>
+    StateBytes& put(const T& value) {
+        const auto* p = reinterpret_cast<const unsigned char*>(&value);
+        bytes_.insert(bytes_.end(), p, p + sizeof value);
+        return *this;
+    }
+    StateBytes& put_string(const std::string& text) {
+        put<std::uint64_t>(text.size());
+        bytes_.insert(bytes_.end(), text.begin(), text.end());
+        return *this;
+    }
+    // `data` with this as the state of `plugin`.
+    [[nodiscard]] trainhost::checkpoint::CheckpointData as_state_of(const std::string& plugin,
+                                                                    trainhost::checkpoint::CheckpointData data) const {
+        for (auto& tensor : data.tensors)
+            if (tensor.name == "plugin/" + plugin) {
+                tensor.bytes = bytes_;
+                tensor.shape = {bytes_.size()};
+            }
+        return data;
+    }
+
+private:
+    std::vector<unsigned char> bytes_;
+};
+
 }  // namespace forged_checkpoint

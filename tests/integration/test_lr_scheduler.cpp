@@ -2,13 +2,13 @@
 // epoch and per step; the rates reach the optimizer; a resume continues the schedule
 // exactly and keeps its length, as a PyTorch scheduler keeps T_max.
 #include "integration/checkpoint_runs.hpp"
+#include "integration/forged_checkpoint.hpp"
 #include "integration/process.hpp"
 #include "integration/sgd_runs.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -239,31 +239,19 @@ TEST_CASE("an lr_scheduler state with an unknown interval or an impossible lengt
     const auto saved = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
     // The state as the plugin writes it: interval, decay length, the rate it began at.
     const auto state = [](std::uint8_t interval, std::uint64_t length, double rate) {
-        std::vector<unsigned char> bytes(sizeof interval + sizeof length + sizeof rate);
-        std::memcpy(bytes.data(), &interval, sizeof interval);
-        std::memcpy(bytes.data() + sizeof interval, &length, sizeof length);
-        std::memcpy(bytes.data() + sizeof interval + sizeof length, &rate, sizeof rate);
-        return bytes;
+        return std::move(forged_checkpoint::StateBytes().put(interval).put(length).put(rate));
     };
-    const std::vector<std::pair<std::vector<unsigned char>, std::string>> cases = {
+    const std::vector<std::pair<forged_checkpoint::StateBytes, std::string>> cases = {
         {state(2, 2, 0.1), "saved state has interval 2, neither epoch (0) nor step (1)"},
         {state(0, std::uint64_t{1} << 61, 0.1), "saved state has a decay length of 2305843009213693952 intervals"},
         {state(0, 2, std::numeric_limits<double>::quiet_NaN()), "saved state has a learning rate of nan, not one in [0, 1000]"},
         {state(0, 2, -0.5), "saved state has a learning rate of -0.5, not one in [0, 1000]"},
     };
+    REQUIRE(saved.find("plugin/lr_scheduler") != nullptr);
     for (const auto& [bytes, message] : cases) {
         DYNAMIC_SECTION(message) {
-            auto forged = saved;
-            bool found = false;
-            for (auto& tensor : forged.tensors)
-                if (tensor.name == "plugin/lr_scheduler") {
-                    tensor.bytes = bytes;
-                    tensor.shape = {bytes.size()};
-                    found = true;
-                }
-            REQUIRE(found);
             const auto path = dir.path() / "forged.safetensors";
-            trainhost::checkpoint::write_checkpoint(path, forged);
+            trainhost::checkpoint::write_checkpoint(path, bytes.as_state_of("lr_scheduler", saved));
             auto run = run_trainhost({"--config", config, plugins, "--resume", path.string()});
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains("error: " + path.string() + ": plugin 'lr_scheduler' refused its saved state: " +

@@ -67,26 +67,20 @@ public:
         if (!check_step_) return;
         const double lr = ctx.learning_rate();
         double worst = 0;
+        double squares = 0;  // of the gradient the step applied, (before - after) / lr, as clipping left it
+        double largest = 0;
         for (std::uint32_t i = 0; i < ctx.param_count(); ++i) {
             const std::vector<float> after = ctx.read_param(i);
             for (std::size_t j = 0; j < after.size(); ++j) {
                 const double expected = before_[i][j] - lr * grads_[i][j];
                 worst = std::max(worst, std::fabs(after[j] - expected) / std::max(1e-3, std::fabs(expected)));
-            }
-        }
-        step_error_ = std::max(step_error_, worst);
-        ctx.set_metric("grad_tools.step_error", step_error_);
-        // The gradient the step applied, (before - after) / lr, as clipping left it.
-        double squares = 0;
-        double largest = 0;
-        for (std::uint32_t i = 0; i < ctx.param_count(); ++i) {
-            const std::vector<float> after = ctx.read_param(i);
-            for (std::size_t j = 0; j < after.size(); ++j) {
                 const double applied = (static_cast<double>(before_[i][j]) - after[j]) / lr;
                 squares += applied * applied;
                 largest = std::max(largest, std::fabs(applied));
             }
         }
+        step_error_ = std::max(step_error_, worst);
+        ctx.set_metric("grad_tools.step_error", step_error_);
         ctx.set_metric("grad_tools.applied_norm", std::sqrt(squares));
         ctx.set_metric("grad_tools.applied_max", largest);
     }
