@@ -78,6 +78,8 @@ void read_optimizer(TableReader& root, RunConfig& config) {
     }
     o.gradient_clip_val = reader.number_in("gradient_clip_val", 0.0, 0.0, 1e6);
     o.gradient_clip_algorithm = reader.one_of("gradient_clip_algorithm", o.gradient_clip_algorithm, {"norm", "value"});
+    o.accumulate_grad_batches =
+        static_cast<std::size_t>(reader.integer_in("accumulate_grad_batches", 1, 1, kMaxAccumulatedBatches));
     reader.reject_unknown_keys();
 }
 

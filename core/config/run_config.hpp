@@ -18,6 +18,8 @@ namespace trainhost::config {
 inline constexpr std::uint32_t kMaxEpochs = 1'000'000;
 // [optimizer] lr, and every learning rate a plugin or a checkpoint sets: [0, kMaxLearningRate].
 inline constexpr double kMaxLearningRate = 1000;
+// [optimizer] accumulate_grad_batches: [1, kMaxAccumulatedBatches].
+inline constexpr std::int64_t kMaxAccumulatedBatches = 1'000'000;
 
 struct LayerSpec {
     std::string type;       // dense, relu, sigmoid, tanh, flatten, dropout, conv2d, max_pool2d
@@ -48,6 +50,8 @@ struct OptimizerSpec {
     // Lightning's gradient clipping, before each step: 0 clips nothing.
     double gradient_clip_val = 0;
     std::string gradient_clip_algorithm = "norm";  // norm (the global L2 norm), value (each element)
+    // Lightning's accumulate_grad_batches: one step per this many batches.
+    std::size_t accumulate_grad_batches = 1;
 };
 
 struct DataSpec {

@@ -81,6 +81,8 @@ public:
     // x = min(max(x, -bound), bound), a NaN kept as torch.clamp keeps it.
     [[nodiscard]] virtual double squared_norm(const float* x, std::size_t n) = 0;
     virtual void clamp(float* x, std::size_t n, float bound) = 0;
+    // y += a * x: gradient accumulation adds the window's held sum to a batch's gradients.
+    virtual void axpy(float a, const float* x, float* y, std::size_t n) = 0;
 
     // NCHW convolution and max pooling. `workspace` holds at least conv_workspace(s)
     // floats; a layer sizes it for its largest batch, grows it where a smaller batch

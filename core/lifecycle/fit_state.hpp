@@ -3,6 +3,7 @@
 
 #include "errors.hpp"
 #include "lifecycle/session.hpp"
+#include "nn/gradient_accumulator.hpp"
 
 #include <cmath>
 #include <fmt/format.h>
@@ -25,6 +26,7 @@ struct Session::HostBatch {
 struct Session::FitState {
     std::unique_ptr<nn::Model> model;
     std::unique_ptr<nn::Optimizer> optimizer;
+    std::unique_ptr<nn::GradientAccumulator> accumulator;
     nn::Buffer labels;   // device copy of the batch's labels
     nn::Tensor targets;  // device copy of the batch's targets
     nn::Tensor loss_workspace;  // the backend's scratch for the loss (none on the CPU)

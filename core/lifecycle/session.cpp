@@ -95,6 +95,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.seed = config.seed;
         state_.max_epochs = config.epochs;
         state_.batch_size = config.data.batch_size;
+        state_.accumulate_grad_batches = config.mode == "predict" ? 1 : config.optimizer.accumulate_grad_batches;
         state_.device = devices_[model_device_]->name().c_str();
         try {
             load_data();
@@ -374,6 +375,9 @@ void Session::build_fit() {
     fit.loss = nn::loss_kind(config.model.loss);
     fit.model = std::make_unique<nn::Model>(config.model, train_.sample_shape, output_width(), context, config.seed);
     fit.optimizer = std::make_unique<nn::Optimizer>(config.optimizer, backend, *ledger_);
+    // A predict run takes no step: a window of 1 holds nothing.
+    fit.accumulator = std::make_unique<nn::GradientAccumulator>(fit.model->parameters(), state_.accumulate_grad_batches,
+                                                                backend, *ledger_);
     fit.loss_workspace = make_loss_workspace(backend, model_device_);
     if (train_.classes > 0)
         fit.labels = nn::Buffer(*ledger_, rows * sizeof(std::int32_t), TH_SCOPE_FIT, "batch.labels", model_device_);

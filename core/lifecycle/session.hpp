@@ -179,6 +179,7 @@ private:
     void release_core_objects() noexcept;
     void construct();
     void restore_checkpoint();
+    void restore_accumulated_gradients(const checkpoint::CheckpointData& data, const std::string& file);
     void apply_pending_move();
     // After a fit's teardown: every device idle and trimmed, then the driver's count
     // of free memory against the fit's start, for every device that did not fail.

@@ -153,6 +153,37 @@ std::map<nn::ParamId, nn::Optimizer::SavedState> saved_optimizer_state(const che
     return state;
 }
 
+// The gradients a checkpoint saved within an accumulation window holds, summed over
+// its batches so far: one per parameter, and none that names no parameter.
+std::vector<std::vector<float>> saved_gradient_sums(const checkpoint::CheckpointData& data, const std::string& file,
+                                                    const std::vector<nn::Parameter*>& parameters) {
+    for (const checkpoint::TensorEntry& tensor : data.tensors)
+        if (tensor.name.starts_with("accumulated_grad/") &&
+            std::none_of(parameters.begin(), parameters.end(),
+                         [&](const nn::Parameter* p) { return tensor.name == "accumulated_grad/" + p->name; }))
+            throw ConfigError(fmt::format("{}: {} names no parameter of this model", file, tensor.name));
+    std::vector<std::vector<float>> sums;
+    for (const nn::Parameter* p : parameters) {
+        const std::string name = "accumulated_grad/" + p->name;
+        const checkpoint::TensorEntry* t = data.find(name);
+        if (t == nullptr)
+            throw ConfigError(fmt::format("{}: {} is missing, though the checkpoint was saved within an accumulation "
+                                          "window (a damaged or edited file)",
+                                          file, name));
+        const std::vector<std::uint64_t> shape(p->grad.shape().begin(), p->grad.shape().end());
+        if (t->dtype != "F32" || t->shape != shape || t->bytes.size() != p->grad.bytes())
+            throw ConfigError(fmt::format("{}: {} does not fit parameter {} ({} {}, the model needs F32 {})", file, name,
+                                          p->name, t->dtype, shape_text(t->shape), shape_text(shape)));
+        std::vector<float>& values = sums.emplace_back(floats_of(*t));
+        // An infinite sum is one training reaches (and clipping by value goes on from);
+        // a NaN would fail the step's loss, naming no file.
+        if (auto nan = std::find_if(values.begin(), values.end(), [](float v) { return std::isnan(v); });
+            nan != values.end())
+            throw ConfigError(fmt::format("{}: {} holds NaN (at index {})", file, name, nan - values.begin()));
+    }
+    return sums;
+}
+
 // rng/ and plugin/ tensors are raw bytes: one of another dtype was not written by trainhost.
 void require_bytes(const checkpoint::TensorEntry& tensor, const std::string& file, std::string_view of) {
     if (tensor.dtype != "U8")
@@ -228,6 +259,16 @@ void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool we
                          found->second.first.size());
             data.add_f32("optimizer/" + p->name + "/second", {found->second.second.size()}, found->second.second.data(),
                          found->second.second.size());
+        }
+        // Within an accumulation window, the gradients of its batches so far: a resume
+        // steps on the same sum as a run that never stopped.
+        data.metadata["trainer.accumulate_grad_batches"] = std::to_string(fit.accumulator->window());
+        data.metadata["trainer.accumulated_batches"] = std::to_string(fit.accumulator->held_batches());
+        const std::vector<std::vector<float>> sums = fit.accumulator->save();
+        for (std::size_t i = 0; i < sums.size(); ++i) {
+            const nn::Parameter* p = fit.model->parameters()[i];
+            data.add_f32("accumulated_grad/" + p->name, {p->grad.shape().begin(), p->grad.shape().end()},
+                         sums[i].data(), sums[i].size());
         }
         for (const auto& [name, rng] : fit.model->generators()) {
             const data::Rng::Snapshot snapshot = rng->snapshot();
@@ -364,6 +405,53 @@ void Session::restore_learning_rate(const checkpoint::CheckpointData& data, cons
                             file, *saved, configured_then, configured);
 }
 
+// A checkpoint saved within an accumulation window holds the gradients of its batches
+// so far; files from before these keys were saved between windows. Needs start_batch_.
+void Session::restore_accumulated_gradients(const checkpoint::CheckpointData& data, const std::string& file) {
+    nn::GradientAccumulator& accumulator = *fit_->accumulator;
+    const bool holds_sums = std::any_of(data.tensors.begin(), data.tensors.end(),
+                                        [](const auto& t) { return t.name.starts_with("accumulated_grad/"); });
+    if (data.meta("trainer.accumulated_batches") == nullptr) {
+        if (data.meta("trainer.accumulate_grad_batches") != nullptr || holds_sums)
+            throw ConfigError(fmt::format("{}: checkpoint lacks 'trainer.accumulated_batches', though it holds "
+                                          "gradient accumulation state (a damaged or edited file)",
+                                          file));
+        return;
+    }
+    const std::uint64_t saved_window = meta_number_at_most(data, "trainer.accumulate_grad_batches", file,
+                                                           config::kMaxAccumulatedBatches, "more than a run accumulates");
+    if (saved_window == 0)
+        throw ConfigError(fmt::format("{}: checkpoint 'trainer.accumulate_grad_batches' is out of range: 0 (a window "
+                                      "holds a batch at least)",
+                                      file));
+    // The batches of the resumed window that came before its next one (fewer where a
+    // plugin skipped some); none after an epoch's last batch, which ends a window.
+    const std::uint64_t before = start_batch_ == training_batches() ? 0 : start_batch_ % saved_window;
+    const std::uint64_t held = meta_number_at_most(
+        data, "trainer.accumulated_batches", file, before,
+        start_batch_ == training_batches()
+            ? fmt::format("this run's epoch ends with batch {}, and a window with it", start_batch_)
+        : before == 0 ? std::string("a checkpoint saved between two windows holds none")
+                      : fmt::format("the window batch {} of the epoch belongs to began {} batch{} before it",
+                                    start_batch_ + 1, before, before == 1 ? "" : "es"));
+    if (held == 0) {
+        if (holds_sums)
+            throw ConfigError(fmt::format("{}: it holds accumulated gradients, though 'trainer.accumulated_batches' is 0 "
+                                          "(a damaged or edited file)",
+                                          file));
+        if (saved_window != accumulator.window())
+            err_ << fmt::format("warning: {}: saved accumulating {} batch{} a step, this run accumulates {}\n", file,
+                                saved_window, saved_window == 1 ? "" : "es", accumulator.window());
+        return;
+    }
+    if (saved_window != accumulator.window())
+        throw ConfigError(fmt::format("{}: saved within a window of {} accumulated batches, {} of them done; this run "
+                                      "accumulates {}: resume with [optimizer] accumulate_grad_batches = {}, or from a "
+                                      "checkpoint saved at a window's end",
+                                      file, saved_window, held, accumulator.window(), saved_window));
+    accumulator.load(held, saved_gradient_sums(data, file, fit_->model->parameters()));
+}
+
 // After setup, before to_device: the model, its optimizer and the plugins take the
 // checkpoint's state, and the loop starts where the checkpoint left off.
 void Session::restore_checkpoint() {
@@ -442,6 +530,11 @@ void Session::restore_checkpoint() {
     start_batch_ = complete ? 0
                             : meta_number_at_most(data, "trainer.batches_done", file, epoch_batches,
                                                   fmt::format("an epoch of this run has {} training batches", epoch_batches));
+    restore_accumulated_gradients(data, file);
+    // Until the loop moves on, a save (a plugin's at fit_start, say) names this same point.
+    state_.epoch = epoch;
+    epoch_trained_ = complete;
+    epoch_batches_done_ = start_batch_;
     state_.global_step = global_step;
     batches_started_ = fit_step;
     batches_completed_ = batches_started_;

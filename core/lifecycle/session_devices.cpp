@@ -70,6 +70,7 @@ void Session::apply_pending_move() {
     HostBatch host = make_host_batch(target);
     fit.model->move_to(target, backend);
     fit.optimizer->move_to(target, backend);
+    fit.accumulator->move_to(target, backend);
     fit.labels.move_to(target);
     fit.targets.move_to(target);
     fit.host = std::move(host);

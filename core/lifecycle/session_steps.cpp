@@ -45,12 +45,14 @@ std::uint64_t Session::train_epoch() {
     epoch_trained_ = false;
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
+    nn::GradientAccumulator& accumulator = *fit.accumulator;
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
         forward_rows_ = 0;
+        const bool window_ends = accumulator.ends_window(b, state_.batches_in_epoch);
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
             batch_in_flight_ = true;
             upload_batch(rows);
@@ -69,10 +71,14 @@ std::uint64_t Session::train_epoch() {
             if (train_.classes > 0)
                 metrics_["train_accuracy"] =
                     static_cast<double>(epoch_correct_) / static_cast<double>(state_.samples_seen);
+            accumulator.scale_loss_gradient(fit.model->output_grad(), rows * fit.model->output_width());
             dispatch(TH_HOOK_BEFORE_BACKWARD);
             fit.model->backward(rows);
+            accumulator.add_held(fit.model->parameters());
             dispatch(TH_HOOK_AFTER_BACKWARD);
-            if (dispatch(TH_HOOK_BEFORE_OPTIMIZER_STEP) != TH_SKIP_BATCH) {
+            if (!window_ends) {
+                accumulator.hold(fit.model->parameters());
+            } else if (dispatch(TH_HOOK_BEFORE_OPTIMIZER_STEP) != TH_SKIP_BATCH) {
                 // After the hook, as in Lightning: a plugin there sees the gradients unclipped.
                 if (const auto norm = fit.optimizer->clip_gradients(fit.model->parameters()); norm && !std::isfinite(*norm))
                     throw FitFailure::non_finite("gradient norm", *norm,
@@ -84,6 +90,8 @@ std::uint64_t Session::train_epoch() {
                 dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);
             }
         }
+        // A window's last batch ends it, stepped or skipped.
+        if (window_ends) accumulator.clear();
         // The batch is done (stepped or skipped) before batch_end, where a save counts it.
         ++epoch_batches_done_;
         ++batches_completed_;

@@ -111,8 +111,10 @@ th_status train_state(th_host* host, th_train_state* out) {
         if (out == nullptr || out->struct_size < offsetof(th_train_state, failure))
             return fail(host, TH_INVALID_ARGUMENT, "train_state needs a th_train_state with struct_size set");
         th_train_state state = host->services->train_state();
-        std::memcpy(out, &state, std::min<std::size_t>(out->struct_size, sizeof state));
-        out->struct_size = std::min<std::uint32_t>(out->struct_size, sizeof state);
+        // Taken before the copy, which overwrites struct_size with the host's own.
+        const auto size = std::min<std::uint32_t>(out->struct_size, sizeof state);
+        std::memcpy(out, &state, size);
+        out->struct_size = size;
         return TH_OK;
     });
 }

@@ -19,6 +19,7 @@ ValidationHost::ValidationHost() {
     state_.struct_size = sizeof state_;
     state_.max_epochs = 1;
     state_.batch_size = 4;
+    state_.accumulate_grad_batches = 1;
     state_.device = "cpu:0";
 }
 

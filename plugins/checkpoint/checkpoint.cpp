@@ -177,7 +177,9 @@ public:
     // state may be what went wrong (a non-finite loss, say).
     void on_exception(Context& ctx) override {
         const auto state = ctx.state();
-        if (!save_on_interrupt_ || state.interrupt_signal == 0 || state.global_step == 0) return;
+        // Nothing trained yet: no step, and no batch whose gradients a window holds.
+        if (!save_on_interrupt_ || state.interrupt_signal == 0 || (state.global_step == 0 && state.samples_seen == 0))
+            return;
         ctx.save_checkpoint(last_path(), false);  // whatever weights_only says: this file is for --resume
         ctx.info("checkpoint: saved " + last_path() + " on interrupt; continue with --resume last");
     }

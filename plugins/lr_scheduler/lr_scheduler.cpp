@@ -98,7 +98,10 @@ public:
         // The first epoch this process trains knows how long the run is.
         if (decay_length_ == 0 && !length_checked_) {
             length_checked_ = true;
-            const std::uint64_t intervals = per_step_ ? std::uint64_t{state.max_epochs} * state.batches_in_epoch
+            // Optimizer steps, as Lightning's estimated_stepping_batches counts them.
+            const std::uint64_t window = std::max<std::uint64_t>(state.accumulate_grad_batches, 1);
+            const std::uint64_t steps_per_epoch = (state.batches_in_epoch + window - 1) / window;
+            const std::uint64_t intervals = per_step_ ? std::uint64_t{state.max_epochs} * steps_per_epoch
                                                       : std::uint64_t{state.max_epochs};
             // A run that ends within the warmup leaves the length to one that decays.
             const std::uint64_t length = intervals > static_cast<std::uint64_t>(warmup_) ? intervals - warmup_ : 0;

@@ -44,21 +44,27 @@ void check_driver_count(const nlohmann::json& fits) {
 }  // namespace
 
 TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]") {
-    TempDir dir;
-    auto config = dir.write("run.toml", tiny_config(3)).string();
-    auto gpu = run_trainhost({"--config", config, "--device", "cuda", "--repeat", "2", "--report",
-                              (dir.path() / "gpu.json").string()});
-    if (no_gpu(gpu)) return;
-    REQUIRE(gpu.exit_code == 0);
-    CHECK_THAT(gpu.last_line(), StartsWith("resources: clean"));
-    REQUIRE(run_trainhost({"--config", config, "--device", "cpu", "--report", (dir.path() / "cpu.json").string()}).exit_code == 0);
-    const auto fits = report(dir, "gpu.json")["fits"];
-    const auto g = fits[0];
-    const auto c = report(dir, "cpu.json")["fits"][0];
-    const double gl = g["final_metrics"]["val_loss"], cl = c["final_metrics"]["val_loss"];
-    CHECK(std::fabs(gl - cl) <= 1e-4 * std::fabs(cl));
-    CHECK(g["memory_after_teardown"]["bytes_in_use"] == 0);
-    check_driver_count(fits);
+    // Also with gradient accumulation, whose held sums live on the model's device.
+    for (const char* optimizer_lines : {"", "accumulate_grad_batches = 2\n"}) {
+        DYNAMIC_SECTION("extra [optimizer] lines: '" << optimizer_lines << "'") {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(3, optimizer_lines)).string();
+            auto gpu = run_trainhost({"--config", config, "--device", "cuda", "--repeat", "2", "--report",
+                                      (dir.path() / "gpu.json").string()});
+            if (no_gpu(gpu)) return;
+            REQUIRE(gpu.exit_code == 0);
+            CHECK_THAT(gpu.last_line(), StartsWith("resources: clean"));
+            REQUIRE(run_trainhost({"--config", config, "--device", "cpu", "--report", (dir.path() / "cpu.json").string()})
+                        .exit_code == 0);
+            const auto fits = report(dir, "gpu.json")["fits"];
+            const auto g = fits[0];
+            const auto c = report(dir, "cpu.json")["fits"][0];
+            const double gl = g["final_metrics"]["val_loss"], cl = c["final_metrics"]["val_loss"];
+            CHECK(std::fabs(gl - cl) <= 1e-4 * std::fabs(cl));
+            CHECK(g["memory_after_teardown"]["bytes_in_use"] == 0);
+            check_driver_count(fits);
+        }
+    }
 }
 
 // Every cuDNN path and the fused dense pass in one fit: convolutions, a relu and a

@@ -1,5 +1,7 @@
 // Keeps a little state for checkpoints and fails to save or to restore it when told:
 // a failed save fails the fit that asked for it, a refused state fails the resume.
+// Saves a checkpoint of its own at fit_start when told, as a plugin that keeps the
+// starting point does.
 #include <trainhost/sdk.hpp>
 
 #include <cstdint>
@@ -16,8 +18,14 @@ public:
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"fail", TH_OPTION_STRING, "\"none\"", "none, save (on_save_state throws) or load (on_load_state refuses)"},
+        {"save_at_fit_start", TH_OPTION_STRING, "\"\"", "save a checkpoint to this path at fit_start (empty: none)"},
     };
-    Stateful(trainhost::sdk::Context&, const trainhost::sdk::Options& options) : fail_(options.get_string("fail")) {}
+    Stateful(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
+        : fail_(options.get_string("fail")), save_at_fit_start_(options.get_string("save_at_fit_start")) {}
+
+    void on_fit_start(trainhost::sdk::Context& ctx) override {
+        if (!save_at_fit_start_.empty()) ctx.save_checkpoint(save_at_fit_start_, false);
+    }
 
     void on_epoch_end(trainhost::sdk::Context&) override { ++epochs_; }
     void on_save_state(trainhost::sdk::StateWriter& out) override {
@@ -31,6 +39,7 @@ public:
 
 private:
     std::string fail_;
+    std::string save_at_fit_start_;
     std::uint64_t epochs_ = 0;
 };
 

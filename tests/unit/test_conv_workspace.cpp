@@ -88,6 +88,7 @@ public:
     void scale(float* x, std::size_t n, float factor) override { cpu_.scale(x, n, factor); }
     double squared_norm(const float* x, std::size_t n) override { return cpu_.squared_norm(x, n); }
     void clamp(float* x, std::size_t n, float bound) override { cpu_.clamp(x, n, bound); }
+    void axpy(float a, const float* x, float* y, std::size_t n) override { cpu_.axpy(a, x, y, n); }
     void copy(const float* x, float* y, std::size_t n) override { cpu_.copy(x, y, n); }
     [[nodiscard]] std::size_t pool_indices(const device::PoolShape& s) const override { return cpu_.pool_indices(s); }
     void max_pool2d_forward(const device::PoolShape& s, const float* x, float* y, std::int32_t* indices) override {

@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -218,4 +219,50 @@ TEST_CASE("an SDK plugin that makes no call of ABI 1.4 is created by a 1.3 host,
     CHECK(instance == nullptr);
     CHECK_THAT(result.message, Catch::Contains("host offers an incompatible host API (plugin needs ABI 1.x with at least "
                                                "ABI 1.0's calls)"));
+}
+
+namespace {
+
+constexpr std::uint32_t kTrainStateBefore16 = offsetof(th_train_state, accumulate_grad_batches);
+// The 1.5 layout on LP64: the field takes the struct's old end, past interrupt_signal's padding.
+static_assert(offsetof(th_train_state, interrupt_signal) == 104);
+static_assert(kTrainStateBefore16 == 112);
+static_assert(sizeof(th_train_state) == 120);
+
+// What an ABI 1.5 host does: it copies the state it knows, and says how much.
+th_status train_state_of_a_15_host(th_host*, th_train_state* out) {
+    th_train_state known{};
+    known.max_epochs = 3;
+    std::memcpy(out, &known, kTrainStateBefore16);
+    out->struct_size = kTrainStateBefore16;
+    return TH_OK;
+}
+
+}  // namespace
+
+TEST_CASE("train_state gives ABI 1.6's accumulate_grad_batches only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built before 1.6 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore16;
+        old.accumulate_grad_batches = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore16);
+        CHECK(old.accumulate_grad_batches == 0x5eed);
+        CHECK(old.max_epochs == 1);
+    }
+    SECTION("the SDK on a 1.6 host") {
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == sizeof(th_train_state));
+        CHECK(state.accumulate_grad_batches == 1);
+    }
+    SECTION("the SDK on a 1.5 host: 0, which a reader takes as 1") {
+        api.abi_minor = 5;
+        api.train_state = &train_state_of_a_15_host;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore16);
+        CHECK(state.max_epochs == 3);
+        CHECK(state.accumulate_grad_batches == 0);
+    }
 }

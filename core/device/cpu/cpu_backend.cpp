@@ -94,6 +94,8 @@ double CpuBackend::squared_norm(const float* x, std::size_t n) { return k::squar
 
 void CpuBackend::clamp(float* x, std::size_t n, float bound) { k::clamp(x, n, bound); }
 
+void CpuBackend::axpy(float a, const float* x, float* y, std::size_t n) { k::axpy(a, x, y, n); }
+
 k::Convolution& CpuBackend::convolution(const ConvShape& s) const {
     auto& made = convolutions_[s];
     if (!made) made = std::make_unique<k::Convolution>(s);

@@ -158,6 +158,11 @@ void CudaBackend::clamp(float* x, std::size_t n, float bound) {
     kc::clamp(x, n, bound, stream_);
 }
 
+void CudaBackend::axpy(float a, const float* x, float* y, std::size_t n) {
+    activate();
+    kc::axpy(a, x, y, n, stream_);
+}
+
 void CudaBackend::multiply_by_mask(float* x, const float* mask, std::size_t n) {
     activate();
     kc::multiply_by_mask(x, mask, n, stream_);

@@ -62,6 +62,7 @@ public:
     void scale(float* x, std::size_t n, float factor) override;
     [[nodiscard]] double squared_norm(const float* x, std::size_t n) override;
     void clamp(float* x, std::size_t n, float bound) override;
+    void axpy(float a, const float* x, float* y, std::size_t n) override;
     void copy(const float* x, float* y, std::size_t n) override;
     [[nodiscard]] std::size_t conv_workspace(const ConvShape& s) const override;
     void conv2d_forward(const ConvShape& s, const float* x, const float* weight, const float* bias, float* y,

@@ -45,6 +45,7 @@ void run_every_operation(CudaBackend& backend, MemoryResource& memory) {
     backend.copy(a.as<float>(), c.as<float>(), kCount);
     backend.scale(c.as<float>(), kCount, 0.5f);
     backend.clamp(c.as<float>(), kCount, 0.5f);
+    backend.axpy(1.0f, a.as<float>(), c.as<float>(), kCount);
     static_cast<void>(backend.squared_norm(c.as<float>(), kCount));
     {  // cuBLAS may pick another nrm2 kernel for a parameter's size than for 32 values
         constexpr std::size_t kLarge = std::size_t{1} << 20;

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 5
+#define TH_ABI_MINOR 6
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -152,6 +152,12 @@ typedef struct th_train_state {
      * run between two steps, else 0. A host of ABI 1.0 does not write it: read it only
      * when the struct_size train_state returned covers it. */
     uint32_t interrupt_signal;
+    /* ABI 1.6: training batches to one optimizer step ([optimizer]
+     * accumulate_grad_batches; 1 in predict mode). An epoch of B batches takes
+     * ceil(B / it) steps. Read it only when the struct_size train_state returned
+     * covers it: an older host does not write it (the SDK's state() zero-fills, so
+     * read 0 as 1). */
+    uint64_t accumulate_grad_batches;
 } th_train_state;
 
 typedef struct th_param_info {
