@@ -426,14 +426,17 @@ void Session::restore_accumulated_gradients(const checkpoint::CheckpointData& da
                                       file));
     // The batches of the resumed window that came before its next one (fewer where a
     // plugin skipped some); none after an epoch's last batch, which ends a window.
-    const std::uint64_t before = start_batch_ == training_batches() ? 0 : start_batch_ % saved_window;
-    const std::uint64_t held = meta_number_at_most(
-        data, "trainer.accumulated_batches", file, before,
-        start_batch_ == training_batches()
-            ? fmt::format("this run's epoch ends with batch {}, and a window with it", start_batch_)
-        : before == 0 ? std::string("a checkpoint saved between two windows holds none")
-                      : fmt::format("the window batch {} of the epoch belongs to began {} batch{} before it",
-                                    start_batch_ + 1, before, before == 1 ? "" : "es"));
+    std::uint64_t before = 0;
+    std::string why;
+    if (start_batch_ == training_batches()) {
+        why = fmt::format("this run's epoch ends with batch {}, and a window with it", start_batch_);
+    } else if (before = start_batch_ % saved_window; before == 0) {
+        why = "a checkpoint saved between two windows holds none";
+    } else {
+        why = fmt::format("the window batch {} of the epoch belongs to began {} batch{} before it", start_batch_ + 1,
+                          before, before == 1 ? "" : "es");
+    }
+    const std::uint64_t held = meta_number_at_most(data, "trainer.accumulated_batches", file, before, why);
     if (held == 0) {
         if (holds_sums)
             throw ConfigError(fmt::format("{}: it holds accumulated gradients, though 'trainer.accumulated_batches' is 0 "

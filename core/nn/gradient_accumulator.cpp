@@ -1,5 +1,7 @@
 #include "nn/gradient_accumulator.hpp"
 
+#include "nn/host_copy.hpp"
+
 #include <stdexcept>
 
 namespace trainhost::nn {
@@ -40,17 +42,12 @@ void GradientAccumulator::move_to(device::DeviceIndex target, device::Backend& b
 std::vector<std::vector<float>> GradientAccumulator::save() const {
     std::vector<std::vector<float>> sums;
     if (held_batches_ == 0) return sums;
-    for (const Tensor& sum : held_) {
-        std::vector<float>& host = sums.emplace_back(sum.numel());
-        ledger_.device(sum.buffer().device()).memory().copy_to_host(host.data(), sum.data(), sum.bytes());
-    }
+    for (const Tensor& sum : held_) sums.push_back(copy_to_host(ledger_, sum));
     return sums;
 }
 
 void GradientAccumulator::load(std::uint64_t held_batches, const std::vector<std::vector<float>>& sums) {
-    for (std::size_t i = 0; i < held_.size() && held_batches > 0; ++i)
-        ledger_.device(held_[i].buffer().device()).memory().copy_from_host(held_[i].data(), sums[i].data(),
-                                                                            held_[i].bytes());
+    for (std::size_t i = 0; i < held_.size() && held_batches > 0; ++i) copy_from_host(ledger_, held_[i], sums[i]);
     held_batches_ = held_batches;
 }
 

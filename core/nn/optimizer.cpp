@@ -1,5 +1,7 @@
 #include "nn/optimizer.hpp"
 
+#include "nn/host_copy.hpp"
+
 #include <cmath>
 #include <stdexcept>
 
@@ -37,19 +39,11 @@ Optimizer::State& Optimizer::state_for(const Parameter& parameter) {
 
 namespace {
 
-std::vector<float> to_host(resources::Ledger& ledger, const Tensor& tensor) {
-    std::vector<float> host(tensor.numel());
-    if (!tensor.empty())
-        ledger.device(tensor.buffer().device()).memory().copy_to_host(host.data(), tensor.data(), tensor.bytes());
-    return host;
-}
-
 void from_host(resources::Ledger& ledger, const Tensor& tensor, const std::vector<float>& host, const std::string& what) {
-    if (tensor.empty()) return;
-    if (host.size() != tensor.numel())
+    if (!tensor.empty() && host.size() != tensor.numel())
         throw std::runtime_error(what + ": saved state has " + std::to_string(host.size()) + " values, the model needs " +
                                  std::to_string(tensor.numel()));
-    ledger.device(tensor.buffer().device()).memory().copy_from_host(tensor.data(), host.data(), tensor.bytes());
+    copy_from_host(ledger, tensor, host);
 }
 
 }  // namespace
@@ -57,7 +51,7 @@ void from_host(resources::Ledger& ledger, const Tensor& tensor, const std::vecto
 std::map<ParamId, Optimizer::SavedState> Optimizer::save() const {
     std::map<ParamId, SavedState> saved;
     for (const auto& [id, state] : state_)
-        saved[id] = SavedState{state.steps, to_host(ledger_, state.first), to_host(ledger_, state.second)};
+        saved[id] = SavedState{state.steps, copy_to_host(ledger_, state.first), copy_to_host(ledger_, state.second)};
     return saved;
 }
 
