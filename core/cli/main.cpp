@@ -68,6 +68,18 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
         fmt::format("INT in [{}, {}]", low, high));
 }
 
+// max_steps: -1 (no limit) or a count of steps; 0 would train nothing, as --epochs 0 says.
+CLI::Validator a_step_limit() {
+    const CLI::Validator in_range = integer_in(-1, INT64_MAX);
+    return CLI::Validator(
+        [in_range](std::string& text) {
+            std::string why = in_range(text);
+            if (why.empty() && std::stoll(text) == 0) why = "0 would train nothing (--epochs 0 does that); -1 sets no limit";
+            return why;
+        },
+        "INT: -1, or 1 or more");
+}
+
 // An empty name (a doubled, leading or trailing comma, or only blanks) is a slip, not
 // a wish for one plugin fewer: "--plugins=progress," would otherwise run without the
 // plugin the user was about to name.
@@ -188,6 +200,7 @@ struct TrainArguments {
     std::string config;
     std::string plugins;
     std::optional<std::uint32_t> epochs;
+    std::optional<std::int64_t> max_steps;
     std::optional<std::uint64_t> seed;
     std::optional<std::string> device;
     std::uint32_t repeat = 1;
@@ -201,7 +214,12 @@ int train(const TrainArguments& args, config::RunConfig config) {
     const lifecycle::InterruptHandler interrupts;
     lifecycle::SessionOptions options;
     options.config = std::move(config);
-    if (args.epochs) options.config.epochs = *args.epochs;
+    if (args.epochs) {
+        options.config.epochs = *args.epochs;
+        options.config.epochs_given = true;
+    }
+    if (args.max_steps) options.config.max_steps = *args.max_steps < 0 ? 0 : static_cast<std::uint64_t>(*args.max_steps);
+    config::settle_epochs(options.config);
     if (args.seed) options.config.seed = *args.seed;
     if (args.device) {
         options.config.device = *args.device;
@@ -314,6 +332,8 @@ int run_command(int argc, char** argv) {
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order")
         ->check(a_plugin_list());
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(integer_in(0, config::kMaxEpochs));
+    app.add_option("--max-steps", args.max_steps, "override the config's max_steps (-1: no limit)")
+        ->check(a_step_limit());
     app.add_option("--seed", args.seed, "override the config's seed")->check(integer_in(0, INT64_MAX));
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(

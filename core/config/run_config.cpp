@@ -198,7 +198,14 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     TableReader reader(root, "run config", file);
     config.mode = reader.one_of("mode", "train", {"train", "predict"});
     config.seed = static_cast<std::uint64_t>(reader.integer_in("seed", 42, 0, INT64_MAX));
+    config.epochs_given = reader.has("epochs");
     config.epochs = static_cast<std::uint32_t>(reader.integer_in("epochs", 1, 0, kMaxEpochs));
+    // Lightning's -1 for no limit; 0 would train nothing, which epochs = 0 says.
+    if (const std::int64_t max_steps = reader.integer_in("max_steps", -1, -1, INT64_MAX); max_steps == 0)
+        reader.fail("max_steps", "0 would train nothing (epochs = 0 does that); -1 sets no limit");
+    else
+        config.max_steps = max_steps < 0 ? 0 : static_cast<std::uint64_t>(max_steps);
+    settle_epochs(config);
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));
@@ -231,6 +238,10 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     read_plugin_tables(reader, root, config);
     reader.reject_unknown_keys();
     return config;
+}
+
+void settle_epochs(RunConfig& config) noexcept {
+    if (!config.epochs_given) config.epochs = config.max_steps > 0 ? kMaxEpochs : 1;
 }
 
 RunConfig load_run_config(const std::filesystem::path& file) { return parse_run_config(read_config_text(file), file); }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "resources/violation.hpp"
+#include "trainhost/abi.h"
 
 #include <toml++/toml.h>
 
@@ -15,7 +16,7 @@
 namespace trainhost::config {
 
 // The most epochs a run may ask for (config, command line and checkpoints alike).
-inline constexpr std::uint32_t kMaxEpochs = 1'000'000;
+inline constexpr std::uint32_t kMaxEpochs = TH_MAX_EPOCHS;
 // [optimizer] lr, and every learning rate a plugin or a checkpoint sets: [0, kMaxLearningRate].
 inline constexpr double kMaxLearningRate = 1000;
 // [optimizer] accumulate_grad_batches: [1, kMaxAccumulatedBatches].
@@ -78,7 +79,12 @@ struct RunConfig {
     std::string predict_split = "train";
     std::filesystem::path predict_output;
     std::uint64_t seed = 42;
+    // The fit ends at whichever limit it reaches first. Without `epochs` set (in the
+    // file or by --epochs), max_steps alone limits the fit, as Lightning's max_epochs
+    // defaults to -1 when max_steps is given (settle_epochs).
     std::uint32_t epochs = 1;
+    bool epochs_given = false;
+    std::uint64_t max_steps = 0;  // optimizer steps; 0: no limit
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
     // "cuda"`, or `--device cuda` when the command line set it.
@@ -104,5 +110,8 @@ struct RunConfig {
 [[nodiscard]] toml::table parse_toml(std::string_view text, const std::filesystem::path& file);
 [[nodiscard]] RunConfig load_run_config(const std::filesystem::path& file);
 [[nodiscard]] RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file);
+// After `epochs_given` or `max_steps` changes: epochs left unset are 1, or as many as
+// a run may have where max_steps limits the fit.
+void settle_epochs(RunConfig& config) noexcept;
 
 }  // namespace trainhost::config

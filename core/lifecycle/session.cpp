@@ -32,6 +32,11 @@ constexpr unsigned kLogicalCpuDevices = 4;
 Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
     : options_(std::move(options)), out_(out), err_(err) {
     const config::RunConfig& config = options_.config;
+    // Epochs of no step would follow one another until the millionth.
+    if (config.mode == "train" && config.max_steps > 0 && !config.epochs_given && config.data.limit_train_batches == 0)
+        throw ConfigError(fmt::format("{}: max_steps = {} without epochs would never end: [data] limit_train_batches = 0 "
+                                      "trains no batch (set epochs)",
+                                      config.file.string(), config.max_steps));
     device::DeviceInventory inventory =
         options_.devices ? options_.devices() : device::make_devices(kLogicalCpuDevices);
     devices_ = std::move(inventory.devices);
@@ -96,6 +101,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.max_epochs = config.epochs;
         state_.batch_size = config.data.batch_size;
         state_.accumulate_grad_batches = config.mode == "predict" ? 1 : config.optimizer.accumulate_grad_batches;
+        state_.max_steps = config.mode == "predict" ? 0 : config.max_steps;
         state_.device = devices_[model_device_]->name().c_str();
         try {
             load_data();
@@ -401,7 +407,8 @@ void Session::train_fit(FitRecord& record) {
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
     const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
-    for (std::uint32_t epoch = first_epoch; epoch < config.epochs && !fit.stop_requested; ++epoch) {
+    note_step_limit();  // a resume may already have taken them
+    for (std::uint32_t epoch = first_epoch; epoch < config.epochs && !fit.stop_requested && !steps_exhausted(); ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
         const std::uint64_t trained = train_epoch();
@@ -412,6 +419,9 @@ void Session::train_fit(FitRecord& record) {
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
+        // An epoch max_steps cuts short is validated: the fit's last weights get their
+        // val_* metrics, and early_stopping and checkpoint rank them, not the epoch before's.
+        // (Lightning validates it only where a validation interval falls on its last batch.)
         const bool validated = !fit.stop_requested && validation_.count > 0;
         if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
@@ -543,8 +553,21 @@ void Session::set_metric(std::string_view key, double value) { metrics_[std::str
 void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
     if (!fit_ || fit_->stop_requested) return;
     fit_->stop_requested = true;
-    fit_->stop_reason = fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : reason);
-    if (options_.verbose) out_ << "stop requested by " << fit_->stop_reason << '\n';
+    const std::string requested =
+        fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : reason);
+    if (options_.verbose) out_ << "stop requested by " << requested << '\n';
+    // A stop asked for in the epoch max_steps ended does not end the fit: max_steps did.
+    if (fit_->stop_reason.empty()) fit_->stop_reason = requested;
+}
+
+bool Session::steps_exhausted() const noexcept { return state_.max_steps > 0 && state_.global_step >= state_.max_steps; }
+
+void Session::note_step_limit() {
+    if (!steps_exhausted() || !fit_->stop_reason.empty()) return;
+    fit_->stop_reason = fmt::format("max_steps = {}", state_.max_steps);
+    if (options_.verbose)
+        out_ << fmt::format("fit {} reached max_steps = {} in epoch {}\n", state_.fit_index + 1, state_.max_steps,
+                            state_.epoch + 1);
 }
 
 void Session::log(resources::OwnerId owner, th_log_level level, std::string_view message) {

@@ -160,6 +160,9 @@ private:
     // Returns the training samples it took in this process (a resumed epoch took some before).
     std::uint64_t train_epoch();
     [[nodiscard]] std::size_t training_batches() const;  // of an epoch, limit_train_batches applied
+    // max_steps: the fit has taken them all; the first time, it becomes the fit's stop reason.
+    [[nodiscard]] bool steps_exhausted() const noexcept;
+    void note_step_limit();
     void train_batch(std::size_t batch_index);
     // Batch `batch` of `batcher` into the fit's host batch, then onto the model's device.
     [[nodiscard]] std::size_t gather_batch(const data::Batcher& batcher, std::size_t batch);

@@ -46,7 +46,8 @@ std::uint64_t Session::train_epoch() {
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
     nn::GradientAccumulator& accumulator = *fit.accumulator;
-    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested; ++b) {
+    // max_steps ends the epoch after the batch whose step reaches it, as in Lightning.
+    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested && !steps_exhausted(); ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);
@@ -87,6 +88,7 @@ std::uint64_t Session::train_epoch() {
                                                              state_.fit_index + 1, state_.epoch + 1, b + 1));
                 fit.optimizer->step(fit.model->parameters());
                 ++state_.global_step;
+                note_step_limit();
                 dispatch(TH_HOOK_AFTER_OPTIMIZER_STEP);
             }
         }

@@ -101,8 +101,14 @@ public:
             // Optimizer steps, as Lightning's estimated_stepping_batches counts them.
             const std::uint64_t window = std::max<std::uint64_t>(state.accumulate_grad_batches, 1);
             const std::uint64_t steps_per_epoch = (state.batches_in_epoch + window - 1) / window;
-            const std::uint64_t intervals = per_step_ ? std::uint64_t{state.max_epochs} * steps_per_epoch
-                                                      : std::uint64_t{state.max_epochs};
+            std::uint64_t steps = std::uint64_t{state.max_epochs} * steps_per_epoch;
+            std::uint64_t epochs = state.max_epochs;
+            // max_steps ends the run first where it comes before the last epoch's end (0: none).
+            if (state.max_steps > 0 && steps_per_epoch > 0) {
+                steps = std::min<std::uint64_t>(steps, state.max_steps);
+                epochs = std::min<std::uint64_t>(epochs, (state.max_steps + steps_per_epoch - 1) / steps_per_epoch);
+            }
+            const std::uint64_t intervals = per_step_ ? steps : epochs;
             // A run that ends within the warmup leaves the length to one that decays.
             const std::uint64_t length = intervals > static_cast<std::uint64_t>(warmup_) ? intervals - warmup_ : 0;
             const bool decays = schedule_ == Schedule::cosine || schedule_ == Schedule::linear;

@@ -94,8 +94,8 @@ private:
     // One block per epoch: the totals, then one line per owner that holds or held memory.
     static std::string table(const trainhost::sdk::TrainState& state, const std::vector<th_owner_usage>& usages,
                              const Totals& totals) {
-        std::string text = "memory after epoch " + std::to_string(state.epoch + 1) + "/" +
-                           std::to_string(state.max_epochs) + ": " + human_bytes(totals.in_use) + " in use, " +
+        std::string text = "memory after " + trainhost::sdk::position_text(state) + ": " + human_bytes(totals.in_use) +
+                           " in use, " +
                            (totals.has_allocated ? human_bytes(totals.allocated) + " allocated, " : std::string()) +
                            human_bytes(totals.reserved) + " reserved";
         std::size_t width = 0;

@@ -68,8 +68,9 @@ public:
         const int filled = static_cast<int>(done * width);
         std::string bar(static_cast<std::size_t>(filled), '#');
         bar.resize(width, '.');
-        std::fprintf(stderr, "\r\033[Kepoch %u/%u [%s] %llu/%llu%s %.0f samples/s ETA %s", state.epoch + 1,
-                     state.max_epochs, bar.c_str(), static_cast<unsigned long long>(state.batch_index + 1),
+        std::fprintf(stderr, "\r\033[K%s [%s] %llu/%llu%s %.0f samples/s ETA %s",
+                     trainhost::sdk::position_text(state).c_str(), bar.c_str(),
+                     static_cast<unsigned long long>(state.batch_index + 1),
                      static_cast<unsigned long long>(state.batches_in_epoch), metric_text(ctx, "train_loss").c_str(),
                      rate, format_duration(eta).c_str());
         std::fflush(stderr);
@@ -81,7 +82,7 @@ public:
         const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen) / elapsed : 0.0;
         if (bar_) std::fprintf(stderr, "\r\033[K");
         char line[512];
-        std::snprintf(line, sizeof line, "epoch %u/%u:%s%s%s%s %.0f samples/s %s", state.epoch + 1, state.max_epochs,
+        std::snprintf(line, sizeof line, "%s:%s%s%s%s %.0f samples/s %s", trainhost::sdk::position_text(state).c_str(),
                       metric_text(ctx, "train_loss").c_str(), metric_text(ctx, "train_accuracy").c_str(),
                       metric_text(ctx, "val_loss").c_str(), metric_text(ctx, "val_accuracy").c_str(), rate,
                       format_duration(elapsed).c_str());

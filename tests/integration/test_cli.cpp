@@ -21,7 +21,7 @@ TEST_CASE("the help and version flags exit 0", "[cli]") {
     CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
     auto version = run_trainhost({"--version"});
     CHECK(version.exit_code == 0);
-    CHECK_THAT(version.out, Contains("plugin ABI 1.6"));
+    CHECK_THAT(version.out, Contains("plugin ABI 1.7"));
 }
 
 TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
@@ -108,13 +108,16 @@ TEST_CASE("usage errors exit 1", "[cli]") {
     CHECK_THAT(shape.err, EndsWith("misfit.toml:14:62: [model] the last layer has width 5, but the data needs 8 outputs\n"));
 }
 
-TEST_CASE("bad --epochs --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
+TEST_CASE("bad --epochs --max-steps --repeat --seed and --device values exit 1 naming the option and the value", "[cli]") {
     TempDir dir;
     const std::string config = dir.write("run.toml", tiny_config()).string();
     const test_support::UsageCases cases = {
         {{"--epochs", "-1"}, "--epochs: -1 is out of range [0, 1000000]"},
         {{"--epochs", "1000001"}, "--epochs: 1000001 is out of range [0, 1000000]"},
         {{"--epochs", "x"}, "--epochs: 'x' is not an integer"},
+        {{"--max-steps", "0"}, "--max-steps: 0 would train nothing (--epochs 0 does that); -1 sets no limit"},
+        {{"--max-steps", "-2"}, "--max-steps: -2 is out of range [-1, 9223372036854775807]"},
+        {{"--max-steps", "1e3"}, "--max-steps: '1e3' is not an integer"},
         {{"--repeat", "0"}, "--repeat: 0 is out of range [1, 100000]"},
         {{"--repeat", "x"}, "--repeat: 'x' is not an integer"},
         {{"--seed", "x"}, "--seed: 'x' is not an integer"},
@@ -258,7 +261,7 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
     SECTION("ABI mismatch names both versions") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
         CHECK(run.exit_code == 2);
-        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.6"));
+        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.7"));
     }
     SECTION("create() refused carries the plugin's own message") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});

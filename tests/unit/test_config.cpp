@@ -7,7 +7,9 @@
 #include <set>
 
 using trainhost::ConfigError;
+using trainhost::config::kMaxEpochs;
 using trainhost::config::parse_run_config;
+using trainhost::config::settle_epochs;
 
 TEST_CASE("a full config is read with its values", "[config]") {
     auto config = parse_run_config(R"(seed = 3
@@ -95,6 +97,11 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
          "r.toml:4:21: [optimizer] gradient_clip_val: -1 is out of range [0, 1000000]"},
         {model + "[optimizer]\ngradient_clip_algorithm = \"l2\"\n",
          "r.toml:4:27: [optimizer] gradient_clip_algorithm: unknown value \"l2\" (expected one of: norm, value)"},
+        {"max_steps = 0\n" + model,
+         "r.toml:1:13: run config max_steps: 0 would train nothing (epochs = 0 does that); -1 sets no limit"},
+        {"max_steps = -2\n" + model,
+         "r.toml:1:13: run config max_steps: -2 is out of range [-1, 9223372036854775807]"},
+        {"max_steps = 1.5\n" + model, "r.toml:1:13: run config max_steps: expected an integer, found a float"},
         {model + "[optimizer]\naccumulate_grad_batches = 0\n",
          "r.toml:4:27: [optimizer] accumulate_grad_batches: 0 is out of range [1, 1000000]"},
         {model + "[optimizer]\naccumulate_grad_batches = 2.0\n",
@@ -152,4 +159,24 @@ TEST_CASE("only a near-certain typo of a plugin's name counts as one", "[config]
         INFO(relative);
         CHECK_FALSE(nearest_name(relative, loaded, kTypoLikeness).has_value());
     }
+}
+
+TEST_CASE("max_steps without epochs leaves the epochs unlimited, as Lightning's max_epochs = -1", "[config]") {
+    const std::string model = "[model]\nlayers = [ { type = \"dense\", units = 10 } ]\n";
+    auto config = parse_run_config(model, "r.toml");
+    CHECK(config.max_steps == 0);
+    CHECK(config.epochs == 1);
+    config = parse_run_config("max_steps = 500\n" + model, "r.toml");
+    CHECK(config.max_steps == 500);
+    CHECK(config.epochs == kMaxEpochs);
+    config = parse_run_config("max_steps = 500\nepochs = 3\n" + model, "r.toml");
+    CHECK(config.epochs == 3);
+    config = parse_run_config("max_steps = -1\n" + model, "r.toml");
+    CHECK(config.max_steps == 0);
+    CHECK(config.epochs == 1);
+    // --max-steps -1 over a file's max_steps: the epochs fall back to the default again.
+    config = parse_run_config("max_steps = 500\n" + model, "r.toml");
+    config.max_steps = 0;
+    settle_epochs(config);
+    CHECK(config.epochs == 1);
 }

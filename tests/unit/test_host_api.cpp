@@ -227,14 +227,18 @@ constexpr std::uint32_t kTrainStateBefore16 = offsetof(th_train_state, accumulat
 // The 1.5 layout on LP64: the field takes the struct's old end, past interrupt_signal's padding.
 static_assert(offsetof(th_train_state, interrupt_signal) == 104);
 static_assert(kTrainStateBefore16 == 112);
-static_assert(sizeof(th_train_state) == 120);
+constexpr std::uint32_t kTrainStateBefore17 = offsetof(th_train_state, max_steps);
+static_assert(kTrainStateBefore17 == 120);
+static_assert(sizeof(th_train_state) == 128);
 
-// What an ABI 1.5 host does: it copies the state it knows, and says how much.
-th_status train_state_of_a_15_host(th_host*, th_train_state* out) {
-    th_train_state known{};
-    known.max_epochs = 3;
-    std::memcpy(out, &known, kTrainStateBefore16);
-    out->struct_size = kTrainStateBefore16;
+// What an older host does: it copies the state it knows (`known` bytes of it), and says how much.
+template <std::uint32_t known>
+th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
+    th_train_state state{};
+    state.max_epochs = 3;
+    state.accumulate_grad_batches = 2;
+    std::memcpy(out, &state, known);
+    out->struct_size = known;
     return TH_OK;
 }
 
@@ -252,17 +256,57 @@ TEST_CASE("train_state gives ABI 1.6's accumulate_grad_batches only to a struct 
         CHECK(old.accumulate_grad_batches == 0x5eed);
         CHECK(old.max_epochs == 1);
     }
-    SECTION("the SDK on a 1.6 host") {
+    SECTION("the SDK on a host of 1.6 or later") {
         const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
         CHECK(state.struct_size == sizeof(th_train_state));
         CHECK(state.accumulate_grad_batches == 1);
     }
     SECTION("the SDK on a 1.5 host: 0, which a reader takes as 1") {
         api.abi_minor = 5;
-        api.train_state = &train_state_of_a_15_host;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore16>;
         const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
         CHECK(state.struct_size == kTrainStateBefore16);
         CHECK(state.max_epochs == 3);
         CHECK(state.accumulate_grad_batches == 0);
     }
+}
+
+TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built for 1.6 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore17;
+        old.max_steps = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore17);
+        CHECK(old.max_steps == 0x5eed);
+        CHECK(old.accumulate_grad_batches == 1);
+    }
+    SECTION("the SDK on a 1.7 host: the host's value (0, no limit, for this host's run)") {
+        th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == sizeof(th_train_state));
+        CHECK(state.max_steps == 0);
+    }
+    SECTION("the SDK on a 1.6 host: 0, no limit") {
+        api.abi_minor = 6;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore17>;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore17);
+        CHECK(state.accumulate_grad_batches == 2);
+        CHECK(state.max_steps == 0);
+        CHECK(sdk::position_text(state) == "epoch 1/3");
+    }
+}
+
+TEST_CASE("position_text shows the limits a fit has", "[sdk]") {
+    th_train_state state{};
+    state.epoch = 2;
+    state.max_epochs = 10;
+    state.global_step = 1200;
+    CHECK(sdk::position_text(state) == "epoch 3/10");
+    state.max_steps = 5000;
+    CHECK(sdk::position_text(state) == "epoch 3/10 step 1200/5000");
+    state.max_epochs = TH_MAX_EPOCHS;
+    CHECK(sdk::position_text(state) == "epoch 3 step 1200/5000");
 }

@@ -34,7 +34,11 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 6
+#define TH_ABI_MINOR 7
+
+/* The most epochs a run may have; th_train_state.max_epochs holds it where the run
+ * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
+#define TH_MAX_EPOCHS 1000000u
 
 /* Name of the exported entry symbol and of the section holding it (ELF sections
  * that Boost.DLL reads are at most 8 bytes long). */
@@ -137,7 +141,7 @@ typedef struct th_train_state {
     th_hook phase;
     uint32_t fit_index;       /* 0-based, counts repeated fits in one process */
     uint32_t epoch;           /* 0-based current epoch */
-    uint32_t max_epochs;
+    uint32_t max_epochs;      /* TH_MAX_EPOCHS where max_steps alone limits the fit */
     uint64_t batch_index;     /* within the epoch (train or validation loop) */
     uint64_t batches_in_epoch; /* of the loop now running */
     uint64_t global_step;     /* optimizer steps taken in this fit */
@@ -158,6 +162,12 @@ typedef struct th_train_state {
      * covers it: an older host does not write it (the SDK's state() zero-fills, so
      * read 0 as 1). */
     uint64_t accumulate_grad_batches;
+    /* ABI 1.7: the optimizer steps after which the fit ends (max_steps), or 0 for
+     * no such limit (0 in predict mode). The fit then ends after the batch whose
+     * step reaches it, mid-epoch too; that epoch is validated and ends. Read it only
+     * when the struct_size train_state returned covers it: an older host does not
+     * write it (the SDK's state() zero-fills: no limit). */
+    uint64_t max_steps;
 } th_train_state;
 
 typedef struct th_param_info {

@@ -191,6 +191,17 @@ struct ParamInfo {
 
 using TrainState = th_train_state;
 
+// Where training is, for a progress line: "epoch 3/10", with max_steps (ABI 1.7)
+// "epoch 3/10 step 1200/5000", and where max_steps alone limits the fit "epoch 3
+// step 1200/5000" (its epochs are not a limit worth showing).
+[[nodiscard]] inline std::string position_text(const TrainState& state) {
+    std::string text = "epoch " + std::to_string(state.epoch + 1);
+    if (state.max_steps == 0 || state.max_epochs < TH_MAX_EPOCHS) text += "/" + std::to_string(state.max_epochs);
+    if (state.max_steps > 0)
+        text += " step " + std::to_string(state.global_step) + "/" + std::to_string(state.max_steps);
+    return text;
+}
+
 // Everything a hook may ask of the host. Valid for the duration of one hook call.
 class Context {
 public:

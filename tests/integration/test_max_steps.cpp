@@ -1,0 +1,217 @@
+// max_steps, end to end: the fit ends after the batch whose optimizer step reaches
+// it, mid-epoch too; that epoch is validated and ends; accumulation counts windows;
+// a resume continues past it, or trains nothing where the steps are already taken.
+#include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
+#include "integration/process.hpp"
+#include "integration/sgd_runs.hpp"
+
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <numbers>
+
+using Catch::Matchers::Contains;
+using checkpoint_runs::check_same_tensors;
+using checkpoint_runs::checkpoint_table;
+using sgd_runs::epoch_metrics;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+using test_support::tiny_config;
+namespace fs = std::filesystem;
+
+namespace {
+
+// tiny_config's 30 training samples in batches of 10: 3 batches an epoch, plain SGD
+// at 0.1. `limits` replaces its `epochs = 1` line.
+std::string stepped(const std::string& limits, const std::string& optimizer_lines = "", const std::string& extra = "") {
+    std::string text = tiny_config(1, optimizer_lines + extra);
+    text.replace(text.find("epochs = 1\n"), 11, limits);
+    text.replace(text.find("batch_size = 16"), 15, "batch_size = 10");
+    text.replace(text.find("type = \"adam\"\nlr = 0.01"), 23, "type = \"sgd\"\nlr = 0.1");
+    return text;
+}
+
+std::string recorder_table(const fs::path& hooks, const std::string& more = "") {
+    return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n" + more;
+}
+
+std::size_t count_of(const std::vector<std::string>& lines, const std::string& line) {
+    return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
+}
+
+nlohmann::json fit_report(const fs::path& report) {
+    return nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+}
+
+}  // namespace
+
+TEST_CASE("max_steps ends the fit after the batch whose step reaches it, and that epoch is validated and ends",
+          "[max_steps]") {
+    TempDir dir;
+    const auto hooks = dir.path() / "hooks.txt";
+    const auto report = dir.path() / "r.json";
+    const auto run = [&](const std::string& text, std::vector<std::string> more = {}) {
+        fs::remove(hooks);
+        std::vector<std::string> arguments = {"--config", dir.write("run.toml", text).string(),
+                                              "--plugins=" + test_plugin("test_recorder") + ",progress", "--report",
+                                              report.string()};
+        arguments.insert(arguments.end(), more.begin(), more.end());
+        auto result = run_trainhost(arguments);
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        CHECK_THAT(result.last_line(), Contains("resources: clean"));
+        return result;
+    };
+    SECTION("without epochs, max_steps alone limits the fit: 4 steps are an epoch of 3 and one batch") {
+        const auto result = run(stepped("max_steps = 4\n", "", recorder_table(hooks)));
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:batch_start") == 4);
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
+        CHECK(count_of(lines, "test_recorder:batch_end") == 4);
+        // The cut epoch ends as any other: validated, then epoch_end, then the fit ends.
+        CHECK(count_of(lines, "test_recorder:validation_end") == 2);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+        CHECK(count_of(lines, "test_recorder:fit_end") == 1);
+        const auto last_batch = std::find(lines.rbegin(), lines.rend(), "test_recorder:batch_end");
+        CHECK(std::find(lines.rbegin(), last_batch, "test_recorder:validation_end") != last_batch);
+        CHECK_THAT(result.out, Contains("epoch 1 step 3/4:") && Contains("epoch 2 step 4/4:"));
+        CHECK_THAT(result.out, Contains("fit 1/1: 2 epochs, train_loss=") && Contains(" (stopped by max_steps = 4)\n"));
+        const auto fit = fit_report(report);
+        CHECK(fit["stop_reason"] == "max_steps = 4");
+        REQUIRE(fit["epochs"].size() == 2);
+        // The cut epoch's val_loss is its own, taken after its one batch.
+        CHECK(fit["epochs"][1]["metrics"]["val_loss"] != fit["epochs"][0]["metrics"]["val_loss"]);
+    }
+    SECTION("3 steps train as an epoch does, bit for bit") {
+        run(stepped("max_steps = 3\n"));
+        const auto a = epoch_metrics(report);
+        run(stepped("epochs = 1\n"));
+        const auto b = epoch_metrics(report);
+        REQUIRE(a.size() == 1);
+        REQUIRE(b.size() == 1);
+        CHECK(a[0]["val_loss"].get<double>() == b[0]["val_loss"].get<double>());
+        CHECK(a[0]["train_loss"].get<double>() == b[0]["train_loss"].get<double>());
+    }
+    SECTION("with accumulation it counts optimizer steps: 3 steps of windows of 2 take 5 batches") {
+        // An epoch's 3 batches step twice (the tail window holds one); the third step ends epoch 2's first window.
+        run(stepped("max_steps = 3\n", "accumulate_grad_batches = 2\n", recorder_table(hooks)));
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:after_backward") == 5);
+        CHECK(count_of(lines, "test_recorder:before_optimizer_step") == 3);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+    }
+    SECTION("the epochs' limit, when it comes first, ends the fit as before") {
+        const auto result = run(stepped("epochs = 2\nmax_steps = 100\n", "", recorder_table(hooks)));
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 6);
+        CHECK_THAT(result.out, Contains("epoch 2/2 step 6/100:"));
+        CHECK(result.out.find("(stopped by") == std::string::npos);
+        CHECK(fit_report(report)["stop_reason"] == "");
+    }
+    SECTION("set with epochs, the nearer limit wins: max_steps") {
+        run(stepped("epochs = 5\nmax_steps = 4\n", "", recorder_table(hooks)));
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+    }
+    SECTION("a plugin's stop asked for in the epoch max_steps ended leaves max_steps the reason") {
+        run(stepped("max_steps = 4\n", "", recorder_table(hooks, "stop_at_epoch = 1\n")));
+        CHECK(fit_report(report)["stop_reason"] == "max_steps = 4");
+    }
+    SECTION("--max-steps overrides the file, and -1 lifts the limit (the epochs fall back to 1)") {
+        const auto lowered = run(stepped("max_steps = 4\n"), {"--max-steps", "2"});
+        CHECK_THAT(lowered.out, Contains("fit 1/1: 1 epoch, ") && Contains(" (stopped by max_steps = 2)\n"));
+        const auto lifted = run(stepped("max_steps = 4\n", "", recorder_table(hooks)), {"--max-steps", "-1"});
+        CHECK(count_of(test_support::lines_of(test_support::read_file(hooks)), "test_recorder:after_optimizer_step") == 3);
+        CHECK_THAT(lifted.out, Contains("epoch 1/1:"));
+        const auto given = run(stepped("epochs = 1\n", "", recorder_table(hooks)), {"--max-steps", "2"});
+        CHECK(count_of(test_support::lines_of(test_support::read_file(hooks)), "test_recorder:after_optimizer_step") == 2);
+        CHECK_THAT(given.out, Contains("epoch 1/1 step 2/2:"));
+    }
+}
+
+TEST_CASE("a resume from a save at max_steps trains nothing more, or continues to a higher limit bit for bit",
+          "[max_steps][resume]") {
+    TempDir dir;
+    // The straight run: 2 epochs. The stopped one: max_steps 4, saved by the checkpoint
+    // plugin at the cut epoch's end, 1 batch into epoch 2.
+    const auto straight = dir.write("straight.toml", stepped("epochs = 2\n", "", checkpoint_table(dir.path() / "a")));
+    REQUIRE(checkpoint_runs::run_trainhost({"--config", straight.string(), "--report", (dir.path() / "a.json").string()})
+                .exit_code == 0);
+    const fs::path saved = dir.path() / "b";
+    const auto stopped_config = dir.write("stopped.toml", stepped("max_steps = 4\n", "", checkpoint_table(saved)));
+    auto stopped = checkpoint_runs::run_trainhost({"--config", stopped_config.string()});
+    INFO(stopped.out << stopped.err);
+    REQUIRE(stopped.exit_code == 0);
+    const fs::path last = saved / "last.safetensors";
+    const auto data = trainhost::checkpoint::read_checkpoint(last);
+    CHECK(*data.meta("trainer.global_step") == "4");
+    CHECK(*data.meta("trainer.epoch") == "1");
+    CHECK(*data.meta("trainer.epoch_complete") == "0");
+    CHECK(*data.meta("trainer.batches_done") == "1");
+
+    SECTION("under the same max_steps: nothing to train, said so") {
+        auto rest = checkpoint_runs::run_trainhost({"--config", stopped_config.string(), "--resume", "last"});
+        INFO(rest.out << rest.err);
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("resumed from " + last.string() +
+                                      ": its 4 optimizer steps already reach the run's max_steps = 4; nothing to train "
+                                      "(raise --max-steps to train on)\n"));
+        CHECK_THAT(rest.out, Contains("fit 1/1: 0 epochs, ") && Contains(" (stopped by max_steps = 4)\n"));
+    }
+    SECTION("under a higher one: the rest of epoch 2, as the straight run trained it") {
+        auto rest = checkpoint_runs::run_trainhost({"--config", stopped_config.string(), "--resume", "last", "--max-steps",
+                                                    "6", "--report", (dir.path() / "rest.json").string()});
+        INFO(rest.out << rest.err);
+        REQUIRE(rest.exit_code == 0);
+        for (const char* prefix : {"param/", "optimizer/"})
+            check_same_tensors(dir.path() / "a" / "last.safetensors", last, prefix);
+        const auto a = epoch_metrics(dir.path() / "a.json");
+        const auto b = epoch_metrics(dir.path() / "rest.json");
+        REQUIRE(a.size() == 2);
+        REQUIRE(b.size() == 1);
+        // The resumed epoch's running totals came with the file: its train_loss is the whole epoch's.
+        CHECK(b[0]["train_loss"].get<double>() == a[1]["train_loss"].get<double>());
+        CHECK(b[0]["val_loss"].get<double>() == a[1]["val_loss"].get<double>());
+    }
+}
+
+TEST_CASE("lr_scheduler's default decay length ends at max_steps where it comes first", "[max_steps][plugins][lr_scheduler]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    const auto last_rate = [&](const std::string& interval) {
+        const auto config = dir.write("run.toml", stepped("max_steps = 4\n", "",
+                                                          "\n[plugins.lr_scheduler]\nschedule = \"cosine\"\ninterval = \"" +
+                                                              interval + "\"\n"));
+        auto run = run_trainhost({"--config", config.string(), "--plugins=lr_scheduler", "--report", report.string()});
+        INFO(run.out << run.err);
+        REQUIRE(run.exit_code == 0);
+        const auto epochs = epoch_metrics(report);
+        REQUIRE(epochs.size() == 2);
+        return epochs.back()["lr_scheduler.lr"].get<double>();
+    };
+    // Steps: a length of 4 (not a million epochs of 3), so step 3 of 4 runs at cos(3π/4)'s rate.
+    CHECK(last_rate("step") == Approx(0.1 * (1 + std::cos(std::numbers::pi * 3 / 4)) / 2).epsilon(1e-12));
+    // Epochs: 4 steps take 2 epochs of 3, so epoch 2 runs at cos(π/2)'s.
+    CHECK(last_rate("epoch") == Approx(0.1 * (1 + std::cos(std::numbers::pi / 2)) / 2).epsilon(1e-12));
+}
+
+TEST_CASE("max_steps without epochs where no batch trains is refused before the run", "[max_steps][config]") {
+    TempDir dir;
+    std::string text = stepped("max_steps = 4\n");
+    text.replace(text.find("batch_size = 10"), 15, "batch_size = 10\nlimit_train_batches = 0");
+    const auto config = dir.write("run.toml", text);
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: " + config.string() +
+                         ": max_steps = 4 without epochs would never end: [data] limit_train_batches = 0 trains no batch "
+                         "(set epochs)\n");
+    CHECK(run.out.empty());
+    // With epochs, the epochs end it (validation alone, as limit_train_batches = 0 asks).
+    auto bounded = run_trainhost({"--config", config.string(), "--epochs", "2"});
+    CHECK(bounded.exit_code == 0);
+}
