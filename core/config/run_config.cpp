@@ -241,7 +241,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
 }
 
 void settle_epochs(RunConfig& config) noexcept {
-    if (!config.epochs_given) config.epochs = config.max_steps > 0 ? kMaxEpochs : 1;
+    if (!config.epochs_given) config.epochs = config.max_steps > 0 && config.mode == "train" ? kMaxEpochs : 1;
 }
 
 RunConfig load_run_config(const std::filesystem::path& file) { return parse_run_config(read_config_text(file), file); }

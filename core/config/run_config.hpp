@@ -111,7 +111,7 @@ struct RunConfig {
 [[nodiscard]] RunConfig load_run_config(const std::filesystem::path& file);
 [[nodiscard]] RunConfig parse_run_config(std::string_view text, const std::filesystem::path& file);
 // After `epochs_given` or `max_steps` changes: epochs left unset are 1, or as many as
-// a run may have where max_steps limits the fit.
+// a run may have where max_steps limits a training fit.
 void settle_epochs(RunConfig& config) noexcept;
 
 }  // namespace trainhost::config

@@ -407,8 +407,14 @@ void Session::train_fit(FitRecord& record) {
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
     const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
-    note_step_limit();  // a resume may already have taken them
-    for (std::uint32_t epoch = first_epoch; epoch < config.epochs && !fit.stop_requested && !steps_exhausted(); ++epoch) {
+    // A resume within an epoch whose batches max_steps already ended (an interrupt
+    // or a step-based save at its last step) still ends that epoch, as the run would have.
+    const bool resumed_within_epoch = start_batch_ > 0;
+    note_step_limit();
+    for (std::uint32_t epoch = first_epoch;
+         epoch < config.epochs && !fit.stop_requested &&
+         (!steps_exhausted() || (epoch == first_epoch && resumed_within_epoch));
+         ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
         const std::uint64_t trained = train_epoch();

@@ -598,8 +598,9 @@ void Session::restore_checkpoint() {
                             file, start_epoch_, start_epoch_ == 1 ? "" : "s", options_.config.epochs);
     else if (steps_exhausted())
         out_ << fmt::format("resumed from {}: its {} optimizer step{} already reach the run's max_steps = {}; nothing "
-                            "to train (raise --max-steps to train on)\n",
-                            file, state_.global_step, state_.global_step == 1 ? "" : "s", state_.max_steps);
+                            "to train{} (raise --max-steps to train on)\n",
+                            file, state_.global_step, state_.global_step == 1 ? "" : "s", state_.max_steps,
+                            start_batch_ > 0 ? fmt::format(", epoch {} ends", start_epoch_ + 1) : "");
     else if (options_.verbose)
         out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);
 }

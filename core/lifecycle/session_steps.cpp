@@ -103,7 +103,9 @@ std::uint64_t Session::train_epoch() {
         check_growth(ledger_->grown_in_step("batch_end"), "batch_end");
         check_interrupt();
     }
-    epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch;
+    // An epoch max_steps ends is trained: a save at its end resumes at the next epoch
+    // (under a higher max_steps), and its end does not run twice.
+    epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch || steps_exhausted();
     return state_.samples_seen - samples_before;
 }
 

@@ -48,7 +48,7 @@ public:
     void on_epoch_end(Context& ctx) override {
         const trainhost::sdk::TrainState state = ctx.state();
         const std::uint64_t epoch = state.epoch + 1;  // 1-based, as the progress line shows it
-        const bool last = epoch >= state.max_epochs;
+        const bool last = trainhost::sdk::is_final_epoch(state);
         if (epoch % static_cast<std::uint64_t>(every_n_epochs_) != 0 && !last) return;
 
         std::string line = "param_norm: epoch " + std::to_string(epoch) + ":";

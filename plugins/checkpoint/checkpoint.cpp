@@ -84,9 +84,9 @@ public:
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
-    // Saves every plugin's state: after early stopping has updated its own for this
-    // epoch (early stopping then sees checkpoint.best_score one epoch later).
-    static constexpr const char* after = "early_stopping";
+    // Saves every plugin's state: after early stopping and reduce_lr_on_plateau have
+    // updated theirs for this epoch (they then see checkpoint.best_score one epoch later).
+    static constexpr const char* after = "early_stopping,reduce_lr_on_plateau";
     // Since 1.1.0 the state ends with the monitor and mode that ranked the kept
     // files; a state saved before, without them, is read as ranked by this run's.
     static constexpr std::uint32_t state_version = 1;

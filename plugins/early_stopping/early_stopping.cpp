@@ -129,7 +129,7 @@ public:
     }
 
 private:
-    static constexpr std::int64_t kMostEpochs = 1'000'000;  // the host's limit on `epochs`
+    static constexpr std::int64_t kMostEpochs = TH_MAX_EPOCHS;  // the host's limit on `epochs`
 
     [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
     static std::string format(double v) {

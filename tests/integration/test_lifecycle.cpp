@@ -200,6 +200,16 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         {"lr_scheduler", "decay_length = -1", "decay_length must be >= 0 (0: the rest of the run)"},
         {"lr_scheduler", "min_lr = -0.1", "min_lr must be a finite number >= 0"},
         {"lr_scheduler", "min_lr = inf", "min_lr must be a finite number >= 0"},
+        {"reduce_lr_on_plateau", "mode = \"lowest\"", "mode must be min or max, not 'lowest'"},
+        {"reduce_lr_on_plateau", "threshold_mode = \"pct\"", "threshold_mode must be rel or abs, not 'pct'"},
+        {"reduce_lr_on_plateau", "monitor = \"\"", "monitor must name a metric"},
+        {"reduce_lr_on_plateau", "factor = 1.0", "factor must be in (0, 1)"},
+        {"reduce_lr_on_plateau", "factor = 0.0", "factor must be in (0, 1)"},
+        {"reduce_lr_on_plateau", "patience = -1", "patience must be in [0, 1000000]"},
+        {"reduce_lr_on_plateau", "cooldown = 1000001", "cooldown must be in [0, 1000000]"},
+        {"reduce_lr_on_plateau", "threshold = nan", "threshold must be a finite number >= 0"},
+        {"reduce_lr_on_plateau", "min_lr = -1.0", "min_lr must be a finite number >= 0"},
+        {"reduce_lr_on_plateau", "eps = inf", "eps must be a finite number >= 0"},
     };
     for (const auto& [plugin, options, message] : cases) {
         DYNAMIC_SECTION(plugin << ": " << options) {

@@ -118,6 +118,25 @@ TEST_CASE("max_steps ends the fit after the batch whose step reaches it, and tha
         CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
         CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
     }
+    SECTION("skipped steps do not count: 4 steps take 5 batches where every third is skipped") {
+        const auto config = dir.write(
+            "run.toml", stepped("max_steps = 4\n", "", recorder_table(hooks) + "\n[plugins.test_batch_outputs]\nskip_every = 3\n"));
+        const auto result = run_trainhost(
+            {"--config", config.string(), "--plugins=" + test_plugin("test_recorder") + "," + test_plugin("test_batch_outputs")});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:batch_start") == 5);
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
+    }
+    SECTION("each fit of --repeat counts its own steps") {
+        const auto result = run(stepped("max_steps = 4\n"), {"--repeat", "2"});
+        CHECK_THAT(result.out, Contains("fit 1/2: 2 epochs, ") && Contains("fit 2/2: 2 epochs, "));
+        CHECK(fit_report(report)["stop_reason"] == "max_steps = 4");
+        const auto json = nlohmann::json::parse(test_support::read_file(report));
+        CHECK(json["fits"][1]["stop_reason"] == "max_steps = 4");
+        CHECK(json["fits"][1]["epochs"].size() == 2);
+    }
     SECTION("a plugin's stop asked for in the epoch max_steps ended leaves max_steps the reason") {
         run(stepped("max_steps = 4\n", "", recorder_table(hooks, "stop_at_epoch = 1\n")));
         CHECK(fit_report(report)["stop_reason"] == "max_steps = 4");
@@ -134,28 +153,22 @@ TEST_CASE("max_steps ends the fit after the batch whose step reaches it, and tha
     }
 }
 
-TEST_CASE("a resume from a save at max_steps trains nothing more, or continues to a higher limit bit for bit",
-          "[max_steps][resume]") {
+TEST_CASE("a resume from a save at the end of the epoch max_steps ended goes on at the next epoch", "[max_steps][resume]") {
     TempDir dir;
-    // The straight run: 2 epochs. The stopped one: max_steps 4, saved by the checkpoint
-    // plugin at the cut epoch's end, 1 batch into epoch 2.
-    const auto straight = dir.write("straight.toml", stepped("epochs = 2\n", "", checkpoint_table(dir.path() / "a")));
-    REQUIRE(checkpoint_runs::run_trainhost({"--config", straight.string(), "--report", (dir.path() / "a.json").string()})
-                .exit_code == 0);
     const fs::path saved = dir.path() / "b";
-    const auto stopped_config = dir.write("stopped.toml", stepped("max_steps = 4\n", "", checkpoint_table(saved)));
-    auto stopped = checkpoint_runs::run_trainhost({"--config", stopped_config.string()});
+    const auto config = dir.write("stopped.toml", stepped("max_steps = 4\n", "", checkpoint_table(saved)));
+    auto stopped = checkpoint_runs::run_trainhost({"--config", config.string()});
     INFO(stopped.out << stopped.err);
     REQUIRE(stopped.exit_code == 0);
+    // Saved at the cut epoch's end: trained as far as max_steps let it, so complete.
     const fs::path last = saved / "last.safetensors";
     const auto data = trainhost::checkpoint::read_checkpoint(last);
     CHECK(*data.meta("trainer.global_step") == "4");
     CHECK(*data.meta("trainer.epoch") == "1");
-    CHECK(*data.meta("trainer.epoch_complete") == "0");
-    CHECK(*data.meta("trainer.batches_done") == "1");
+    CHECK(*data.meta("trainer.epoch_complete") == "1");
 
     SECTION("under the same max_steps: nothing to train, said so") {
-        auto rest = checkpoint_runs::run_trainhost({"--config", stopped_config.string(), "--resume", "last"});
+        auto rest = checkpoint_runs::run_trainhost({"--config", config.string(), "--resume", "last"});
         INFO(rest.out << rest.err);
         REQUIRE(rest.exit_code == 0);
         CHECK_THAT(rest.out, Contains("resumed from " + last.string() +
@@ -163,11 +176,55 @@ TEST_CASE("a resume from a save at max_steps trains nothing more, or continues t
                                       "(raise --max-steps to train on)\n"));
         CHECK_THAT(rest.out, Contains("fit 1/1: 0 epochs, ") && Contains(" (stopped by max_steps = 4)\n"));
     }
-    SECTION("under a higher one: the rest of epoch 2, as the straight run trained it") {
-        auto rest = checkpoint_runs::run_trainhost({"--config", stopped_config.string(), "--resume", "last", "--max-steps",
-                                                    "6", "--report", (dir.path() / "rest.json").string()});
+    SECTION("under a higher one: epoch 3, for the steps left; epoch 2 does not end twice") {
+        auto rest = checkpoint_runs::run_trainhost(
+            {"--config", config.string(), "--resume", "last", "--max-steps", "6", "--verbose"});
         INFO(rest.out << rest.err);
         REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("at epoch 3 batch 0"));
+        CHECK_THAT(rest.out, Contains("fit 1/1: 1 epoch, ") && Contains(" (stopped by max_steps = 6)\n"));
+        CHECK(*trainhost::checkpoint::read_checkpoint(last).meta("trainer.epoch") == "2");
+    }
+}
+
+TEST_CASE("a resume from a save before the end of the epoch max_steps ended ends it, or trains on bit for bit",
+          "[max_steps][resume]") {
+    TempDir dir;
+    const auto hooks = dir.path() / "hooks.txt";
+    // The straight run: 2 epochs of 3 steps. The stopped one saves every 2 steps, the
+    // last at step 4's batch_end, 1 batch into epoch 2 and before that epoch's end.
+    const auto straight = dir.write("straight.toml", stepped("epochs = 2\n", "", checkpoint_table(dir.path() / "a")));
+    REQUIRE(checkpoint_runs::run_trainhost({"--config", straight.string(), "--report", (dir.path() / "a.json").string()})
+                .exit_code == 0);
+    const fs::path saved = dir.path() / "b";
+    const std::string text = stepped("max_steps = 4\n", "", checkpoint_table(saved, "every_n_train_steps = 2\n"));
+    const auto config = dir.write("stopped.toml", text);
+    REQUIRE(checkpoint_runs::run_trainhost({"--config", config.string()}).exit_code == 0);
+    const fs::path last = saved / "last.safetensors";
+    const auto data = trainhost::checkpoint::read_checkpoint(last);
+    CHECK(*data.meta("trainer.global_step") == "4");
+    CHECK(*data.meta("trainer.epoch_complete") == "0");
+    CHECK(*data.meta("trainer.batches_done") == "1");
+
+    SECTION("under the same max_steps: the epoch ends, validated, and nothing trains") {
+        const auto recorded = dir.write("recorded.toml", text + recorder_table(hooks));
+        auto rest = checkpoint_runs::run_trainhost(
+            {"--config", recorded.string(), "--resume", last.string(), "--plugins=" + test_plugin("test_recorder")});
+        INFO(rest.out << rest.err);
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.out, Contains("nothing to train, epoch 2 ends (raise --max-steps to train on)\n"));
+        CHECK_THAT(rest.out, Contains("fit 1/1: 1 epoch, ") && Contains(" (stopped by max_steps = 4)\n"));
+        const auto lines = test_support::lines_of(test_support::read_file(hooks));
+        CHECK(count_of(lines, "test_recorder:batch_start") == 0);
+        CHECK(count_of(lines, "test_recorder:validation_end") == 1);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 1);
+    }
+    SECTION("under a higher one: the rest of epoch 2, as the straight run trained it") {
+        auto rest = checkpoint_runs::run_trainhost({"--config", config.string(), "--resume", "last", "--max-steps", "6",
+                                                    "--report", (dir.path() / "rest.json").string()});
+        INFO(rest.out << rest.err);
+        REQUIRE(rest.exit_code == 0);
+        // Saved at step 6's batch_end, the straight run's at its epoch 2's end: the same weights.
         for (const char* prefix : {"param/", "optimizer/"})
             check_same_tensors(dir.path() / "a" / "last.safetensors", last, prefix);
         const auto a = epoch_metrics(dir.path() / "a.json");

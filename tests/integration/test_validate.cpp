@@ -32,7 +32,7 @@ std::set<std::string> failed_tests(const std::string& out) {
 
 TEST_CASE("every built-in plugin passes the conformance suite at strictness 10", "[validate]") {
     for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger",
-                               "memory_monitor", "pruning", "lr_scheduler"}) {
+                               "memory_monitor", "pruning", "lr_scheduler", "reduce_lr_on_plateau"}) {
         DYNAMIC_SECTION(plugin) {
             auto run = run_trainhost({"validate", plugin, "--strictness", "10"});
             INFO(run.out << run.err);

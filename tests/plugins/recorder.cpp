@@ -1,7 +1,11 @@
 // Records every hook it sees (see hook_log.hpp).
 #include "hook_log.hpp"
 
+#include <algorithm>
 #include <limits>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace {
 
@@ -15,10 +19,14 @@ public:
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
         {"nan_metric", TH_OPTION_BOOL, "false", "set metric recorder.value to NaN at every epoch end"},
+        {"values", TH_OPTION_STRING, "\"\"",
+         "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
           nan_metric_(options.get_bool("nan_metric")) {
+        std::stringstream list(options.get_string("values"));
+        for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
         static int instances = 0;
         ctx.info("test_recorder instance " + std::to_string(++instances));
@@ -27,12 +35,15 @@ public:
     void on_epoch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_epoch_end(ctx);
         if (nan_metric_) ctx.set_metric("recorder.value", std::numeric_limits<double>::quiet_NaN());
+        if (!values_.empty())
+            ctx.set_metric("recorder.value", values_[std::min<std::size_t>(ctx.state().epoch, values_.size() - 1)]);
         if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop("asked to stop");
     }
 
 private:
     std::int64_t stop_at_epoch_;
     bool nan_metric_;
+    std::vector<double> values_;
 };
 
 }  // namespace

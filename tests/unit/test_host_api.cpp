@@ -237,6 +237,7 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
     th_train_state state{};
     state.max_epochs = 3;
     state.accumulate_grad_batches = 2;
+    state.max_steps = 0x5eed;  // past what a 1.6 host knows: never copied
     std::memcpy(out, &state, known);
     out->struct_size = known;
     return TH_OK;

@@ -191,6 +191,12 @@ struct ParamInfo {
 
 using TrainState = th_train_state;
 
+// At epoch_end: whether this epoch is the fit's last by its limits, epochs or
+// max_steps (ABI 1.7; a stop a plugin asks for is not foreseen).
+[[nodiscard]] inline bool is_final_epoch(const TrainState& state) noexcept {
+    return state.epoch + 1 >= state.max_epochs || (state.max_steps > 0 && state.global_step >= state.max_steps);
+}
+
 // Where training is, for a progress line: "epoch 3/10", with max_steps (ABI 1.7)
 // "epoch 3/10 step 1200/5000", and where max_steps alone limits the fit "epoch 3
 // step 1200/5000" (its epochs are not a limit worth showing).
