@@ -206,6 +206,8 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     else
         config.max_steps = max_steps < 0 ? 0 : static_cast<std::uint64_t>(max_steps);
     settle_epochs(config);
+    config.min_epochs = static_cast<std::uint32_t>(reader.integer_in("min_epochs", 0, 0, kMaxEpochs));
+    config.min_steps = static_cast<std::uint64_t>(reader.integer_in("min_steps", 0, 0, INT64_MAX));
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));

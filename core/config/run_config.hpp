@@ -85,6 +85,10 @@ struct RunConfig {
     std::uint32_t epochs = 1;
     bool epochs_given = false;
     std::uint64_t max_steps = 0;  // optimizer steps; 0: no limit
+    // Lightning's min_epochs and min_steps: a stop a plugin asks for before both are
+    // met is held until they are (0: none).
+    std::uint32_t min_epochs = 0;
+    std::uint64_t min_steps = 0;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
     // "cuda"`, or `--device cuda` when the command line set it.

@@ -34,6 +34,8 @@ struct Session::FitState {
     HostBatch host;
     device::LossKind loss = device::LossKind::cross_entropy;
     bool stop_requested = false;
+    std::string requested_stop;  // the first request's "<plugin>: <reason>"
+    // What ended the fit early: max_steps, or a requested stop once it took effect.
     std::string stop_reason;
 };
 

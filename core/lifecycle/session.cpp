@@ -412,7 +412,7 @@ void Session::train_fit(FitRecord& record) {
     const bool resumed_within_epoch = start_batch_ > 0;
     note_step_limit();
     for (std::uint32_t epoch = first_epoch;
-         epoch < config.epochs && !fit.stop_requested &&
+         epoch < config.epochs && !stopping() &&
          (!steps_exhausted() || (epoch == first_epoch && resumed_within_epoch));
          ++epoch) {
         state_.epoch = epoch;
@@ -425,10 +425,12 @@ void Session::train_fit(FitRecord& record) {
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
-        // An epoch max_steps cuts short is validated: the fit's last weights get their
-        // val_* metrics, and early_stopping and checkpoint rank them, not the epoch before's.
-        // (Lightning validates it only where a validation interval falls on its last batch.)
-        const bool validated = !fit.stop_requested && validation_.count > 0;
+        // Skipped where a stop cut the epoch's training short, as in Lightning. An epoch
+        // max_steps ends counts as trained, and is validated: the fit's last weights get
+        // their val_* metrics, and early_stopping and checkpoint rank them, not the epoch
+        // before's (Lightning validates it only where a validation interval falls on its
+        // last batch).
+        const bool validated = epoch_trained_ && validation_.count > 0;
         if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
@@ -438,16 +440,19 @@ void Session::train_fit(FitRecord& record) {
         // (early stopping's check_finite) can stop it cleanly instead, as in Lightning.
         // The metric stays set for on_exception and the report.
         if (const auto val_loss = metrics_.find("val_loss");
-            validated && val_loss != metrics_.end() && !std::isfinite(val_loss->second) && !fit.stop_requested)
+            validated && val_loss != metrics_.end() && !std::isfinite(val_loss->second) && !stopping())
             throw FitFailure::non_finite("validation loss", val_loss->second,
                                          fmt::format("fit {} epoch {}", state_.fit_index + 1, state_.epoch + 1));
         check_interrupt();  // during validation: the epoch ends whole, epoch_end included
     }
+    // A requested stop names the fit's end where it took effect, unless max_steps ended it
+    // first; one min_epochs or min_steps still held when the epochs ran out does not.
+    if (stopping() && fit.stop_reason.empty()) fit.stop_reason = fit.requested_stop;
     if (test_) {
         evaluate(*test_, "test", false);
         // The last steps can diverge where no validation looks (none, or before it):
         // the test set is then the first to see it, and fails the fit alike.
-        if (const double loss = metrics_.at("test_loss"); !std::isfinite(loss) && !fit.stop_requested)
+        if (const double loss = metrics_.at("test_loss"); !std::isfinite(loss) && !stopping())
             throw FitFailure::non_finite("test loss", loss, fmt::format("fit {}", state_.fit_index + 1));
     }
     dispatch(TH_HOOK_FIT_END);
@@ -562,9 +567,23 @@ void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
     const std::string requested =
         fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : reason);
     if (options_.verbose) out_ << "stop requested by " << requested << '\n';
-    // A stop asked for in the epoch max_steps ended does not end the fit: max_steps did.
-    if (fit_->stop_reason.empty()) fit_->stop_reason = requested;
+    fit_->requested_stop = requested;
+    // As Lightning says it: the request stands, and ends the fit once the minimum is met.
+    if (options_.config.mode == "train" && !minimum_met(epochs_done()))
+        out_ << fmt::format("{} asked to stop, but min_epochs = {} and min_steps = {} are not met yet ({} epoch{} and {} "
+                            "step{} done); the stop takes effect once they are\n",
+                            ledger_->owner_name(owner), options_.config.min_epochs, options_.config.min_steps,
+                            epochs_done(), epochs_done() == 1 ? "" : "s", state_.global_step,
+                            state_.global_step == 1 ? "" : "s");
 }
+
+std::uint64_t Session::epochs_done() const noexcept { return state_.epoch + (epoch_trained_ ? 1 : 0); }
+
+bool Session::minimum_met(std::uint64_t epochs) const noexcept {
+    return epochs >= options_.config.min_epochs && state_.global_step >= options_.config.min_steps;
+}
+
+bool Session::stopping() const noexcept { return fit_->stop_requested && minimum_met(epochs_done()); }
 
 bool Session::steps_exhausted() const noexcept { return state_.max_steps > 0 && state_.global_step >= state_.max_steps; }
 

@@ -47,7 +47,7 @@ std::uint64_t Session::train_epoch() {
     apply_pending_move();
     nn::GradientAccumulator& accumulator = *fit.accumulator;
     // max_steps ends the epoch after the batch whose step reaches it, as in Lightning.
-    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !fit.stop_requested && !steps_exhausted(); ++b) {
+    for (std::size_t b = first_batch; b < state_.batches_in_epoch && !stopping() && !steps_exhausted(); ++b) {
         state_.batch_index = b;
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);

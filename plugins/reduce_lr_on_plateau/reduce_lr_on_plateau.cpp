@@ -62,41 +62,13 @@ public:
         best_ = worst_possible();
     }
 
-    // PyTorch's step(metrics): the epoch counts as bad unless it beats the best by
-    // the threshold; a cooldown forgives; more bad epochs than patience reduce.
+    void on_epoch_start(Context&) override { validated_ = false; }
+    void on_validation_end(Context&) override { validated_ = fit_validates_ = true; }
+
     void on_epoch_end(Context& ctx) override {
-        // Metrics appear only during the fit, so a misspelt monitor is caught here.
-        const double current = ctx.named_metric(monitor_, "monitored metric");
-        // Another scheduler (lr_scheduler) sets the rate at each epoch or step: a
-        // reduction made here would not hold.
-        if (rate_left_ && ctx.learning_rate() != *rate_left_ && !warned_of_other_writer_) {
-            warned_of_other_writer_ = true;
-            ctx.warn("the learning rate changed from " + format(*rate_left_) + " to " + format(ctx.learning_rate()) +
-                     " since the last epoch's end: another plugin sets it, and reductions made here do not hold "
-                     "against it");
-        }
-        if (improves(current)) {
-            best_ = current;
-            bad_epochs_ = 0;
-        } else {
-            ++bad_epochs_;
-        }
-        if (cooldown_left_ > 0) {
-            --cooldown_left_;
-            bad_epochs_ = 0;
-        }
-        if (bad_epochs_ > patience_) {
-            const double old_lr = ctx.learning_rate();
-            const double new_lr = std::max(old_lr * factor_, min_lr_);
-            if (old_lr - new_lr > eps_) {
-                ctx.set_learning_rate(new_lr);
-                ctx.info("reduce_lr_on_plateau: " + monitor_ + " did not improve for " + std::to_string(bad_epochs_) +
-                         " epoch(s) (best " + format(best_) + "): learning rate " + format(old_lr) + " -> " +
-                         format(new_lr) + " after epoch " + std::to_string(ctx.state().epoch + 1));
-            }
-            cooldown_left_ = cooldown_;
-            bad_epochs_ = 0;
-        }
+        // An epoch a stop cut short is not validated, and its val_* metrics are the
+        // epoch before's: as Lightning, which steps only after a whole epoch, it is not counted.
+        if (!fit_validates_ || validated_) step(ctx);
         rate_left_ = ctx.learning_rate();
         ctx.set_metric("reduce_lr_on_plateau.lr", *rate_left_);
     }
@@ -138,6 +110,43 @@ public:
     }
 
 private:
+    // PyTorch's step(metrics): the epoch counts as bad unless it beats the best by
+    // the threshold; a cooldown forgives; more bad epochs than patience reduce.
+    void step(Context& ctx) {
+        // Metrics appear only during the fit, so a misspelt monitor is caught here.
+        const double current = ctx.named_metric(monitor_, "monitored metric");
+        // Another scheduler (lr_scheduler) sets the rate at each epoch or step: a
+        // reduction made here would not hold.
+        if (rate_left_ && ctx.learning_rate() != *rate_left_ && !warned_of_other_writer_) {
+            warned_of_other_writer_ = true;
+            ctx.warn("the learning rate changed from " + format(*rate_left_) + " to " + format(ctx.learning_rate()) +
+                     " since the last epoch's end: another plugin sets it, and reductions made here do not hold "
+                     "against it");
+        }
+        if (improves(current)) {
+            best_ = current;
+            bad_epochs_ = 0;
+        } else {
+            ++bad_epochs_;
+        }
+        if (cooldown_left_ > 0) {
+            --cooldown_left_;
+            bad_epochs_ = 0;
+        }
+        if (bad_epochs_ > patience_) {
+            const double old_lr = ctx.learning_rate();
+            const double new_lr = std::max(old_lr * factor_, min_lr_);
+            if (old_lr - new_lr > eps_) {
+                ctx.set_learning_rate(new_lr);
+                ctx.info("reduce_lr_on_plateau: " + monitor_ + " did not improve for " + std::to_string(bad_epochs_) +
+                         " epoch(s) (best " + format(best_) + "): learning rate " + format(old_lr) + " -> " +
+                         format(new_lr) + " after epoch " + std::to_string(ctx.state().epoch + 1));
+            }
+            cooldown_left_ = cooldown_;
+            bad_epochs_ = 0;
+        }
+    }
+
     static constexpr std::int64_t kMostEpochs = TH_MAX_EPOCHS;
 
     [[nodiscard]] double worst_possible() const {
@@ -169,6 +178,8 @@ private:
     std::int64_t cooldown_left_ = 0;
     std::optional<double> rate_left_;  // the rate this plugin left at the last epoch end of this process
     bool warned_of_other_writer_ = false;
+    bool validated_ = false;       // a validation ran in this epoch
+    bool fit_validates_ = false;   // one ran in this fit (in this process)
 };
 
 }  // namespace

@@ -32,6 +32,10 @@ std::string plateau_config(int epochs, const std::string& values, const std::str
 
 const std::string kPlugins = "--plugins=" + test_plugin("test_recorder") + ",reduce_lr_on_plateau";
 
+const std::string kCooldownOptions =
+    "factor = 0.5\npatience = 0\ncooldown = 2\nthreshold = 0.0\nthreshold_mode = \"abs\"\n";
+const std::vector<double> kCooldownRates = {0.1, 0.1, 0.05, 0.05, 0.05, 0.025, 0.025, 0.025};
+
 // The optimizer's rate after each epoch's end, as the plugin read it back.
 std::vector<double> rates(const fs::path& report) {
     std::vector<double> all;
@@ -48,17 +52,17 @@ TEST_CASE("reduce_lr_on_plateau gives PyTorch's rates on a scripted metric", "[p
         std::vector<double> expected;  // the rate after each epoch's end
     };
     const std::vector<std::pair<std::string, Case>> cases = {
-        // Two bad epochs exceed patience 1 at epoch 4; the cooldown forgives epoch 5;
-        // 3 improves on 4; epochs 7 and 8 are bad again.
-        {"min, abs, patience and cooldown",
-         {"5,4,4,4,4,3,3,3", "factor = 0.5\npatience = 1\ncooldown = 1\nthreshold = 0.0\nthreshold_mode = \"abs\"\n",
-          {0.1, 0.1, 0.1, 0.05, 0.05, 0.05, 0.05, 0.025}}},
+        // With patience 0 each bad epoch reduces, but the cooldown of 2 forgives the two
+        // after a reduction: epochs 3 and 6 reduce (without it, 3, 4, 5 ... would).
+        {"min, abs, patience and cooldown", {"5,4,4,9,9,9,9,9", kCooldownOptions, kCooldownRates}},
         // 1.00005 is not 1e-4 better than 1 (rel); min_lr floors the second reduction,
-        // and a third, which would change the rate by less than eps, is not made.
+        // and a third, which would not change the rate, is not made.
         {"max, rel threshold, min_lr and eps",
          {"1,1.00005,2,2,2", "mode = \"max\"\npatience = 0\nmin_lr = 0.0015\n", {0.1, 0.01, 0.01, 0.0015, 0.0015}}},
         // NaN never improves: it counts as a bad epoch, as in PyTorch.
         {"NaN is no improvement", {"3,nan,nan", "patience = 1\n", {0.1, 0.1, 0.01}}},
+        // A reduction of less than eps is not made: 0.05 -> 0.025 is 0.025, under 0.03.
+        {"eps", {"1,1,1", "factor = 0.5\npatience = 0\neps = 0.03\n", {0.1, 0.05, 0.05}}},
     };
     for (const auto& [name, c] : cases) {
         DYNAMIC_SECTION(name) {
@@ -101,27 +105,49 @@ TEST_CASE("reduce_lr_on_plateau's rate trains from the next epoch, and says so",
     CHECK(a[2]["val_loss"].get<double>() != b[2]["val_loss"].get<double>());
 }
 
+TEST_CASE("reduce_lr_on_plateau does not count an epoch a stop cut short, whose validation did not run",
+          "[plugins][reduce_lr_on_plateau]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    // 3 batches an epoch: test_recorder asks to stop at epoch 1's end, held by
+    // min_steps = 4 until step 4, within epoch 2, which is then not validated. The
+    // metric there is epoch 1's val_loss: counted, it would reduce with patience 0.
+    std::string text = sgd_runs::sgd_config(3, 0.1, "\n[plugins.test_recorder]\nstop_at_epoch = 0\n\n"
+                                                    "[plugins.reduce_lr_on_plateau]\npatience = 0\n");
+    text.replace(text.find("batch_size = 16"), 15, "batch_size = 10");
+    text.replace(text.find("epochs = 3\n"), 11, "epochs = 3\nmin_steps = 4\n");
+    auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), kPlugins, "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs, "));
+    CHECK(run.out.find("did not improve") == std::string::npos);
+    CHECK(rates(report) == std::vector<double>{0.1, 0.1});
+}
+
 TEST_CASE("a resumed reduce_lr_on_plateau continues exactly: its patience, cooldown and the reduced rate",
           "[plugins][reduce_lr_on_plateau][resume]") {
     TempDir dir;
-    const std::string values = "5,4,4,4,4,3,3,3";
-    const std::string options = "factor = 0.5\npatience = 1\ncooldown = 1\nthreshold = 0.0\nthreshold_mode = \"abs\"\n";
+    const std::string values = "5,4,4,9,9,9,9,9";
+    const std::string& options = kCooldownOptions;
     const auto straight_report = dir.path() / "straight.json";
     const auto straight = dir.write("straight.toml", plateau_config(8, values, options, checkpoint_runs::checkpoint_table(dir.path() / "a")));
     REQUIRE(run_trainhost({"--config", straight.string(), kPlugins + ",checkpoint", "--report", straight_report.string()})
                 .exit_code == 0);
-    // Stopped after epoch 4, whose end reduced the rate and began a cooldown.
+    // Stopped after epoch 3, whose end reduced the rate and began a cooldown of 2 with
+    // a best of 4: a plugin that forgot them would take epoch 4's 9 as its best and
+    // reduce at epoch 5, where the straight run waits until epoch 6.
     const auto resumable = dir.write("resumable.toml", plateau_config(8, values, options, checkpoint_runs::checkpoint_table(dir.path() / "b")));
-    REQUIRE(run_trainhost({"--config", resumable.string(), kPlugins + ",checkpoint", "--epochs", "4"}).exit_code == 0);
+    REQUIRE(run_trainhost({"--config", resumable.string(), kPlugins + ",checkpoint", "--epochs", "3"}).exit_code == 0);
     const auto rest_report = dir.path() / "rest.json";
     auto rest = run_trainhost({"--config", resumable.string(), kPlugins + ",checkpoint", "--resume", "last", "--report",
                                rest_report.string()});
     INFO(rest.out << rest.err);
     REQUIRE(rest.exit_code == 0);
     const auto all = rates(straight_report);
+    CHECK(all == kCooldownRates);
     const auto resumed = rates(rest_report);
-    REQUIRE(resumed.size() == 4);
-    for (std::size_t i = 0; i < 4; ++i) CHECK(resumed[i] == all[4 + i]);
+    REQUIRE(resumed.size() == 5);
+    for (std::size_t i = 0; i < 5; ++i) CHECK(resumed[i] == all[3 + i]);
     checkpoint_runs::check_same_tensors(dir.path() / "a" / "last.safetensors", dir.path() / "b" / "last.safetensors",
                                         "param/");
 }

@@ -102,6 +102,8 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
         {"max_steps = -2\n" + model,
          "r.toml:1:13: run config max_steps: -2 is out of range [-1, 9223372036854775807]"},
         {"max_steps = 1.5\n" + model, "r.toml:1:13: run config max_steps: expected an integer, found a float"},
+        {"min_epochs = -1\n" + model, "r.toml:1:14: run config min_epochs: -1 is out of range [0, 1000000]"},
+        {"min_steps = -1\n" + model, "r.toml:1:13: run config min_steps: -1 is out of range [0, 9223372036854775807]"},
         {model + "[optimizer]\naccumulate_grad_batches = 0\n",
          "r.toml:4:27: [optimizer] accumulate_grad_batches: 0 is out of range [1, 1000000]"},
         {model + "[optimizer]\naccumulate_grad_batches = 2.0\n",

@@ -1,6 +1,8 @@
-// max_steps, end to end: the fit ends after the batch whose optimizer step reaches
-// it, mid-epoch too; that epoch is validated and ends; accumulation counts windows;
-// a resume continues past it, or trains nothing where the steps are already taken.
+// The fit's limits, end to end. max_steps: the fit ends after the batch whose
+// optimizer step reaches it, mid-epoch too; that epoch is validated and ends;
+// accumulation counts windows; a resume continues past it, or trains nothing where
+// the steps are already taken. min_epochs and min_steps: a stop asked for before
+// them is held until they are met.
 #include "checkpoint/checkpoint_file.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
@@ -271,4 +273,65 @@ TEST_CASE("max_steps without epochs where no batch trains is refused before the 
     // With epochs, the epochs end it (validation alone, as limit_train_batches = 0 asks).
     auto bounded = run_trainhost({"--config", config.string(), "--epochs", "2"});
     CHECK(bounded.exit_code == 0);
+}
+
+TEST_CASE("min_epochs and min_steps hold a stop asked for before them until they are met", "[min_limits]") {
+    TempDir dir;
+    const auto hooks = dir.path() / "hooks.txt";
+    const auto report = dir.path() / "r.json";
+    const auto run = [&](const std::string& limits) {
+        fs::remove(hooks);
+        // test_recorder asks to stop at the first epoch's end.
+        const auto config = dir.write("run.toml", stepped(limits, "", recorder_table(hooks, "stop_at_epoch = 0\n")));
+        auto result = run_trainhost(
+            {"--config", config.string(), "--plugins=" + test_plugin("test_recorder"), "--report", report.string()});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        return std::pair{result, test_support::lines_of(test_support::read_file(hooks))};
+    };
+    SECTION("without them, the stop ends the fit after epoch 1") {
+        const auto [result, lines] = run("epochs = 5\n");
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 1);
+        CHECK(result.out.find("training continues") == std::string::npos);
+    }
+    SECTION("min_epochs = 3: three epochs, each validated, then the stop") {
+        const auto [result, lines] = run("epochs = 5\nmin_epochs = 3\n");
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 3);
+        CHECK(count_of(lines, "test_recorder:validation_end") == 3);
+        CHECK_THAT(result.out, Contains("test_recorder asked to stop, but min_epochs = 3 and min_steps = 0 are not met yet "
+                                        "(1 epoch and 3 steps done); the stop takes effect once they are\n"));
+        CHECK_THAT(result.out, Contains("fit 1/1: 3 epochs, ") && Contains(" (stopped by test_recorder: asked to stop)\n"));
+    }
+    SECTION("min_steps = 4: the stop takes effect after step 4, within epoch 2, whose validation it skips") {
+        const auto [result, lines] = run("epochs = 5\nmin_steps = 4\n");
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
+        CHECK(count_of(lines, "test_recorder:validation_end") == 1);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+        CHECK_THAT(result.out, Contains("fit 1/1: 2 epochs, ") && Contains("(stopped by test_recorder: asked to stop)"));
+    }
+    SECTION("min_steps = 6: met at epoch 2's last batch, whose epoch trained whole and is validated") {
+        const auto [result, lines] = run("epochs = 5\nmin_steps = 6\n");
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 6);
+        CHECK(count_of(lines, "test_recorder:validation_end") == 2);
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+        const auto epochs = fit_report(report)["epochs"];
+        REQUIRE(epochs.size() == 2);
+        CHECK(epochs[1]["metrics"]["val_loss"] != epochs[0]["metrics"]["val_loss"]);
+    }
+    SECTION("max_steps ends a fit whose stop is still held: its reason is max_steps") {
+        const auto [result, lines] = run("max_steps = 5\nmin_epochs = 4\n");
+        CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 5);
+        CHECK(fit_report(report)["stop_reason"] == "max_steps = 5");
+    }
+    SECTION("met already: the stop acts at once") {
+        const auto [result, lines] = run("epochs = 5\nmin_epochs = 1\nmin_steps = 3\n");
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 1);
+        CHECK(result.out.find("training continues") == std::string::npos);
+    }
+    SECTION("the epochs still end the fit first, and the stop that never took effect is not its reason") {
+        const auto [result, lines] = run("epochs = 2\nmin_epochs = 4\n");
+        CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
+        CHECK(fit_report(report)["stop_reason"] == "");
+        CHECK(result.out.find("(stopped by") == std::string::npos);
+    }
 }
