@@ -569,30 +569,12 @@ void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
     if (options_.verbose) out_ << "stop requested by " << requested << '\n';
     fit_->requested_stop = requested;
     // As Lightning says it: the request stands, and ends the fit once the minimum is met.
-    if (options_.config.mode == "train" && !minimum_met(epochs_done()))
+    if (options_.config.mode == "train" && !minimum_met())
         out_ << fmt::format("{} asked to stop, but min_epochs = {} and min_steps = {} are not met yet ({} epoch{} and {} "
                             "step{} done); the stop takes effect once they are\n",
                             ledger_->owner_name(owner), options_.config.min_epochs, options_.config.min_steps,
                             epochs_done(), epochs_done() == 1 ? "" : "s", state_.global_step,
                             state_.global_step == 1 ? "" : "s");
-}
-
-std::uint64_t Session::epochs_done() const noexcept { return state_.epoch + (epoch_trained_ ? 1 : 0); }
-
-bool Session::minimum_met(std::uint64_t epochs) const noexcept {
-    return epochs >= options_.config.min_epochs && state_.global_step >= options_.config.min_steps;
-}
-
-bool Session::stopping() const noexcept { return fit_->stop_requested && minimum_met(epochs_done()); }
-
-bool Session::steps_exhausted() const noexcept { return state_.max_steps > 0 && state_.global_step >= state_.max_steps; }
-
-void Session::note_step_limit() {
-    if (!steps_exhausted() || !fit_->stop_reason.empty()) return;
-    fit_->stop_reason = fmt::format("max_steps = {}", state_.max_steps);
-    if (options_.verbose)
-        out_ << fmt::format("fit {} reached max_steps = {} in epoch {}\n", state_.fit_index + 1, state_.max_steps,
-                            state_.epoch + 1);
 }
 
 void Session::log(resources::OwnerId owner, th_log_level level, std::string_view message) {

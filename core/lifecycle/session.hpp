@@ -162,7 +162,7 @@ private:
     [[nodiscard]] std::size_t training_batches() const;  // of an epoch, limit_train_batches applied
     // A stop was requested and min_epochs and min_steps are met: the fit ends at the next point between batches.
     [[nodiscard]] bool stopping() const noexcept;
-    [[nodiscard]] bool minimum_met(std::uint64_t epochs) const noexcept;  // min_epochs and min_steps, after `epochs`
+    [[nodiscard]] bool minimum_met() const noexcept;  // min_epochs and min_steps
     [[nodiscard]] std::uint64_t epochs_done() const noexcept;  // whose batches are all trained, this one too
     // max_steps: the fit has taken them all; the first time, it becomes the fit's stop reason.
     [[nodiscard]] bool steps_exhausted() const noexcept;

@@ -1,5 +1,6 @@
-// One fit's steps: a training epoch, the loss of a batch, the batch's upload, and
-// the evaluation of a validation or test split.
+// One fit's steps: a training epoch, the limits that end it (max_steps, and
+// min_epochs and min_steps holding a stop), the loss of a batch, the batch's upload,
+// and the evaluation of a validation or test split.
 #include "lifecycle/fit_state.hpp"
 #include "lifecycle/session.hpp"
 
@@ -107,6 +108,24 @@ std::uint64_t Session::train_epoch() {
     // (under a higher max_steps), and its end does not run twice.
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch || steps_exhausted();
     return state_.samples_seen - samples_before;
+}
+
+std::uint64_t Session::epochs_done() const noexcept { return state_.epoch + (epoch_trained_ ? 1 : 0); }
+
+bool Session::minimum_met() const noexcept {
+    return epochs_done() >= options_.config.min_epochs && state_.global_step >= options_.config.min_steps;
+}
+
+bool Session::stopping() const noexcept { return fit_->stop_requested && minimum_met(); }
+
+bool Session::steps_exhausted() const noexcept { return state_.max_steps > 0 && state_.global_step >= state_.max_steps; }
+
+void Session::note_step_limit() {
+    if (!steps_exhausted() || !fit_->stop_reason.empty()) return;
+    fit_->stop_reason = fmt::format("max_steps = {}", state_.max_steps);
+    if (options_.verbose)
+        out_ << fmt::format("fit {} reached max_steps = {} in epoch {}\n", state_.fit_index + 1, state_.max_steps,
+                            state_.epoch + 1);
 }
 
 // The loss of the batch now in the model's output, on the model's device.

@@ -164,8 +164,8 @@ typedef struct th_train_state {
     uint64_t accumulate_grad_batches;
     /* ABI 1.7: the optimizer steps after which the fit ends (max_steps), or 0 for
      * no such limit (0 in predict mode). The fit then ends after the batch whose
-     * step reaches it, mid-epoch too; that epoch ends as any other (validated,
-     * unless a stop was requested during its training). Read it only
+     * step reaches it, mid-epoch too; that epoch ends as a whole one does
+     * (validated, then epoch_end). Read it only
      * when the struct_size train_state returned covers it: an older host does not
      * write it (the SDK's state() zero-fills: no limit). */
     uint64_t max_steps;
