@@ -89,6 +89,9 @@ struct RunConfig {
     // met is held until they are (0: none).
     std::uint32_t min_epochs = 0;
     std::uint64_t min_steps = 0;
+    // Lightning's check_val_every_n_epoch: the validation split is evaluated after
+    // epochs whose number (1-based) it divides.
+    std::uint32_t check_val_every_n_epoch = 1;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
     // "cuda"`, or `--device cuda` when the command line set it.

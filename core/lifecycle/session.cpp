@@ -102,6 +102,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.batch_size = config.data.batch_size;
         state_.accumulate_grad_batches = config.mode == "predict" ? 1 : config.optimizer.accumulate_grad_batches;
         state_.max_steps = config.mode == "predict" ? 0 : config.max_steps;
+        state_.check_val_every_n_epoch = config.mode == "predict" ? 1 : config.check_val_every_n_epoch;
         state_.device = devices_[model_device_]->name().c_str();
         try {
             load_data();
@@ -425,17 +426,18 @@ void Session::train_fit(FitRecord& record) {
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
-        // Skipped where a stop cut the epoch's training short, as in Lightning. An epoch
-        // max_steps ends counts as trained, and is validated: the fit's last weights get
-        // their val_* metrics, and early_stopping and checkpoint rank them, not the epoch
-        // before's (Lightning validates it only where a validation interval falls on its
-        // last batch).
-        const bool validated = epoch_trained_ && validation_.count > 0;
+        // Skipped where a stop cut the epoch's training short. An epoch
+        // max_steps ends counts as trained, and is validated where check_val_every_n_epoch
+        // falls on it: the fit's last weights get their val_* metrics, and early_stopping
+        // and checkpoint rank them, not the epoch before's (Lightning validates it only
+        // where a validation interval falls on its last batch).
+        const bool validated = epoch_trained_ && validation_.count > 0 &&
+                               (epoch + 1) % config.check_val_every_n_epoch == 0;
         if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
         check_growth(ledger_->grown_in_epoch("epoch_end"), "epoch_end");
-        record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot()});
+        record.epochs.push_back(EpochRecord{epoch, {metrics_.begin(), metrics_.end()}, memory_snapshot(), validated});
         // A diverged model fails the fit, after the epoch's end so that a monitor
         // (early stopping's check_finite) can stop it cleanly instead, as in Lightning.
         // The metric stays set for on_exception and the report.

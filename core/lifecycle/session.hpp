@@ -69,6 +69,7 @@ struct EpochRecord {
     std::uint32_t epoch = 0;
     std::map<std::string, double> metrics;
     MemorySnapshot memory;  // at the epoch's end, after its scope check
+    bool validated = false;  // else the val_* metrics are an earlier epoch's, or absent
 };
 
 struct FitRecord {

@@ -74,7 +74,10 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
         nlohmann::json epochs = nlohmann::json::array();
         for (const auto& epoch : fit.epochs)
             epochs.push_back(
-                {{"epoch", epoch.epoch}, {"metrics", metrics_json(epoch.metrics)}, {"memory", memory_json(epoch.memory)}});
+                {{"epoch", epoch.epoch},
+                 {"validated", epoch.validated},
+                 {"metrics", metrics_json(epoch.metrics)},
+                 {"memory", memory_json(epoch.memory)}});
         fits.push_back({{"fit", fit.index},
                         {"epochs", std::move(epochs)},
                         {"final_metrics", metrics_json(fit.final_metrics)},

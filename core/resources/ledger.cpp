@@ -353,18 +353,32 @@ void Ledger::end_growth_window() {
     taken_in_epoch_hooks_.clear();
 }
 
+namespace {
+
+// The first `when` for `key` is its warm-up; a later one is growth.
+template <typename Warmups, typename Key>
+bool after_warmup(Warmups& warmups, const Key& key, std::uint64_t when) {
+    const auto [first, fresh] = warmups.try_emplace(key, when);
+    return !fresh && when > first->second;
+}
+
+}  // namespace
+
 // Each candidate still held: its owner's first one sets the warm-up (and is not
-// growth), one taken after it is; by step, or by epoch.
+// growth), one taken after it is; by step, or by epoch. By epoch, each hook has a
+// warm-up of its own: state made lazily where it is first needed (a monitor's, at the
+// first validation) can come epochs after the first epoch_start
+// (check_val_every_n_epoch).
 std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch) {
     std::vector<Leak> leaks;
     for (const th_handle& handle : candidates) {
         const LeaseRecord* found = live_.find(handle);
         if (found == nullptr) continue;
-        auto& warmups = per_epoch ? warmup_epoch_ : found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_;
-        const std::uint64_t when = per_epoch ? found->acquired_at.epoch : found->acquired_at.step;
-        const auto [first, fresh] = warmups.try_emplace(found->owner, when);
-        if (!fresh && when > first->second)
-            leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
+        const bool grew =
+            per_epoch ? after_warmup(warmup_epoch_, EpochWarmupKey{found->owner, found->acquired_in}, found->acquired_at.epoch)
+                      : after_warmup(found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_, found->owner,
+                                     found->acquired_at.step);
+        if (grew) leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
     candidates.clear();
     return leaks;

@@ -11,9 +11,11 @@
 #include "resources/lease_table.hpp"
 #include "resources/violation.hpp"
 
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace trainhost::resources {
@@ -155,7 +157,8 @@ private:
     std::vector<th_handle> taken_in_epoch_hooks_;   // and per epoch
     std::unordered_map<OwnerId, std::uint64_t> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step
     std::unordered_map<OwnerId, std::uint64_t> warmup_step_epoch_;  // epoch scope, this epoch
-    std::unordered_map<OwnerId, std::uint64_t> warmup_epoch_;       // taken outside steps: the owner's warm-up epoch
+    using EpochWarmupKey = std::pair<OwnerId, Phase>;  // by hook
+    std::map<EpochWarmupKey, std::uint64_t> warmup_epoch_;  // taken outside steps: the owner's warm-up epoch in that hook
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;

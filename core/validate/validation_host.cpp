@@ -20,6 +20,7 @@ ValidationHost::ValidationHost() {
     state_.max_epochs = 1;
     state_.batch_size = 4;
     state_.accumulate_grad_batches = 1;
+    state_.check_val_every_n_epoch = 1;
     state_.device = "cpu:0";
 }
 

@@ -80,7 +80,7 @@ std::pair<std::string, std::uint8_t> saved_ranking(trainhost::sdk::StateReader& 
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
-    static constexpr const char* version = "1.1.0";
+    static constexpr const char* version = "1.2.0";  // 1.2: no ranked save at an epoch without a validation
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
@@ -156,20 +156,37 @@ public:
             save(ctx, state);
     }
 
-    void on_validation_end(Context&) override { validated_ = true; }
+    void on_epoch_start(Context&) override { validation_.epoch_started(); }
+    void on_validation_end(Context&) override { validation_.validation_ended(); }
 
     // Without a validation split a validation metric never comes: Lightning warns and
     // saves nothing, which a user learns only when looking for the file after the run.
+    // The same where no epoch that saves had a validation (check_val_every_n_epoch).
     void on_fit_end(Context& ctx) override {
-        if (unranked_saves_ == 0 || ranked_saves_ > 0) return;
-        ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit: it never appeared (" +
-                 std::to_string(unranked_saves_) + " save(s) skipped)" +
-                 (monitor_.starts_with("val_") && !validated_ ? "; no validation ran: is there a validation split?" : ""));
+        if (ranked_saves_ > 0 || unranked_saves_ + waited_saves_ == 0) return;
+        const auto interval = ctx.state().check_val_every_n_epoch;
+        ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit: " +
+                 (unranked_saves_ > 0 ? "it never appeared" : "no epoch that saves had a validation") + " (" +
+                 std::to_string(unranked_saves_ + waited_saves_) + " save(s) skipped)" +
+                 (monitor_.starts_with("val_") && !validation_.validated_in_fit()
+                      ? "; no validation ran: is there a validation split" +
+                            (interval > 1 ? ", and " + std::to_string(interval) + " epochs (check_val_every_n_epoch)" : "") +
+                            "?"
+                      : ""));
     }
 
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
-        if (every_n_steps_ == 0 && every_n_epochs_ > 0 && (state.epoch + 1) % every_n_epochs_ == 0) save(ctx, state);
+        if (every_n_steps_ > 0 || every_n_epochs_ == 0 || (state.epoch + 1) % every_n_epochs_ != 0) return;
+        // A ranked save is skipped at an epoch without a validation, as Lightning's
+        // saves at validation end: that epoch's val_* metrics are the last validation's,
+        // and would rank these weights by older ones. last.safetensors stays the latest.
+        if (!monitor_.empty() && !validation_.monitor_acts(state)) {
+            ++waited_saves_;
+            if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
+            return;
+        }
+        save(ctx, state);
     }
 
     // The core stops an interrupted run between two steps, so the state saved here
@@ -243,7 +260,7 @@ private:
         last_saved_step_ = state.global_step;
         double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
         bool maximize = true;
-        if (!monitor_.empty() && !ctx.metric(monitor_) && !validated_) {
+        if (!monitor_.empty() && !ctx.metric(monitor_) && !validation_.validated_in_fit()) {
             // Lightning's rule: a step-based save before the first validation cannot
             // rank by a validation metric yet; it is skipped with a warning, once.
             if (unranked_saves_++ == 0)
@@ -347,8 +364,9 @@ private:
     std::string filename_;
     bool insert_names_;
     // An instance lives for one fit (the host creates plugins anew for each).
-    bool validated_ = false;            // a validation has run in this fit
+    trainhost::sdk::ValidationTracker validation_;
     std::uint64_t unranked_saves_ = 0;  // skipped for want of the monitored metric
+    std::uint64_t waited_saves_ = 0;    // epoch saves skipped for want of a validation in the epoch
     std::uint64_t ranked_saves_ = 0;    // ranked by the monitored metric
     std::string monitor_;
     bool maximize_;

@@ -18,16 +18,17 @@ using trainhost::sdk::Context;
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "early_stopping";
-    static constexpr const char* version = "1.3.0";
+    static constexpr const char* version = "1.4.0";  // 1.4: checks where a validation ran (check_val_every_n_epoch)
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
     // Since 1.3.0 the state ends with the monitor and mode the best score was taken
     // by; a state saved before, without them, is read as taken by this run's.
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
-        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
+        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
-        {"patience", TH_OPTION_INT, "3", "epochs without improvement before stopping"},
+        {"patience", TH_OPTION_INT, "3",
+         "checks without improvement before stopping: epochs, or validations where check_val_every_n_epoch > 1"},
         {"min_delta", TH_OPTION_FLOAT, "0.0",
          "smallest change that counts as an improvement; negative: a change for the worse smaller than -min_delta "
          "still counts (Lightning's rule)"},
@@ -52,11 +53,21 @@ public:
 
     // After a resume the restored state may already call for a stop.
     void on_fit_start(Context& ctx) override {
+        checks_in_fit_ = epochs_ended_in_fit_ = 0;
+        checks_are_ = ctx.state().check_val_every_n_epoch > 1 ? "validation(s)" : "epoch(s)";
         if (restored_ && wait_ >= patience_ && patience_ > 0)
-            ctx.request_stop(reason("had already not improved for " + std::to_string(wait_) + " epoch(s) when saved"));
+            ctx.request_stop(reason("had already not improved for " + std::to_string(wait_) + " " + checks_are_ + " when saved"));
     }
 
+    void on_epoch_start(Context&) override { validation_.epoch_started(); }
+    void on_validation_end(Context&) override { validation_.validation_ended(); }
+
     void on_epoch_end(Context& ctx) override {
+        ++epochs_ended_in_fit_;
+        // Where validation runs every few epochs, the check waits for one, as Lightning's
+        // runs at validation end: patience counts validations.
+        if (!validation_.monitor_acts(ctx.state())) return;
+        ++checks_in_fit_;
         // Metrics appear only during the fit, so a misspelt monitor is caught here.
         const double v = ctx.named_metric(monitor_, "monitored metric");
         const auto epoch = ctx.state().epoch;
@@ -82,7 +93,18 @@ public:
         if (++wait_ < patience_) return;
         const std::string what = min_delta_ >= 0 ? "did not improve by more than " + format(min_delta_)
                                                   : "was " + format(-min_delta_) + " or more worse than its best";
-        ctx.request_stop(reason(what + " for " + std::to_string(wait_) + " epoch(s)"));
+        ctx.request_stop(reason(what + " for " + std::to_string(wait_) + " " + checks_are_));
+    }
+
+    // A fit that ended epochs but never came to a check (fewer epochs than
+    // check_val_every_n_epoch, or a stop before the first validation) checked
+    // nothing: say so rather than let it pass unseen.
+    void on_fit_end(Context& ctx) override {
+        if (checks_in_fit_ > 0 || epochs_ended_in_fit_ == 0) return;
+        const auto interval = ctx.state().check_val_every_n_epoch;
+        ctx.warn("'" + monitor_ + "' was never checked: no validation ran in this fit's " +
+                 std::to_string(epochs_ended_in_fit_) + " epoch(s)" +
+                 (interval > 1 ? " (check_val_every_n_epoch = " + std::to_string(interval) + ")" : ""));
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
@@ -153,6 +175,10 @@ private:
     std::int64_t wait_ = 0;
     std::uint32_t best_epoch_ = 0;
     bool restored_ = false;
+    trainhost::sdk::ValidationTracker validation_;
+    std::uint64_t epochs_ended_in_fit_ = 0;
+    std::uint64_t checks_in_fit_ = 0;  // epoch ends that checked the monitor
+    std::string checks_are_ = "epoch(s)";  // what patience counts, for the stop's reason
 };
 
 }  // namespace

@@ -11,7 +11,8 @@
 // order: a step row every `every_n_steps` optimizer steps (batch_end), an epoch row
 // at epoch_end, after validation. A step row thus repeats the last epoch end's val_*
 // and train_* (Lightning's CSVLogger leaves them empty there): plot those from the
-// epoch rows.
+// epoch rows. An epoch row without a validation (check_val_every_n_epoch, or a stop
+// that cut the epoch short) leaves val_* out, as they would be an earlier epoch's.
 //
 // CSV keeps one header naming every column, as pandas expects. The metric set grows
 // during a fit (val_* appear at the first epoch end), so a row bringing a new key
@@ -31,6 +32,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -136,7 +138,7 @@ private:
 class MetricsLogger final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "metrics_logger";
-    static constexpr const char* version = "1.0.1";
+    static constexpr const char* version = "1.1.0";  // 1.1: an epoch row without a validation leaves val_* out
     static constexpr const char* description = "every metric per step and per epoch to CSV and JSON Lines";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
@@ -200,6 +202,9 @@ public:
         log_row(ctx, "step", state);
     }
 
+    void on_epoch_start(Context&) override { validation_.epoch_started(); }
+    void on_validation_end(Context&) override { validation_.validation_ended(); }
+
     void on_epoch_end(Context& ctx) override {
         log_row(ctx, "epoch", ctx.state());
         csv_.sync();
@@ -214,6 +219,8 @@ public:
 private:
     void log_row(Context& ctx, const char* kind, const trainhost::sdk::TrainState& state) {
         auto metrics = ctx.metrics();
+        if (std::string_view(kind) == "epoch" && !validation_.validated_in_epoch())
+            std::erase_if(metrics, [](const auto& metric) { return metric.first.starts_with("val_"); });
         for (auto& metric : metrics)  // a metric may not pass for one of the fixed columns
             if (metric.first == "kind" || metric.first == "fit" || metric.first == "epoch" || metric.first == "step")
                 metric.first = "metric:" + metric.first;
@@ -283,6 +290,7 @@ private:
     std::vector<std::string> columns_;  // metric columns, after kind, fit, epoch, step
     bool header_written_ = false;
     std::uint64_t last_logged_step_ = 0;
+    trainhost::sdk::ValidationTracker validation_;
 };
 
 }  // namespace

@@ -31,7 +31,7 @@ std::string metric_text(const Context& ctx, const char* key) {
 class Progress final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "progress";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.1.0";  // 1.1: val_* figures only for an epoch with a validation
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
@@ -49,6 +49,7 @@ public:
     }
 
     void on_epoch_start(Context&) override {
+        validation_.epoch_started();
         epoch_started_ = Clock::now();
         last_draw_ = Clock::time_point{};
     }
@@ -76,6 +77,10 @@ public:
         std::fflush(stderr);
     }
 
+    void on_validation_end(Context&) override { validation_.validation_ended(); }
+
+    // An epoch without validation (check_val_every_n_epoch, or a stop that cut it
+    // short) shows no val_* figures: they would be an earlier epoch's.
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_started_).count();
@@ -84,7 +89,8 @@ public:
         char line[512];
         std::snprintf(line, sizeof line, "%s:%s%s%s%s %.0f samples/s %s", trainhost::sdk::position_text(state).c_str(),
                       metric_text(ctx, "train_loss").c_str(), metric_text(ctx, "train_accuracy").c_str(),
-                      metric_text(ctx, "val_loss").c_str(), metric_text(ctx, "val_accuracy").c_str(), rate,
+                      validation_.validated_in_epoch() ? metric_text(ctx, "val_loss").c_str() : "",
+                      validation_.validated_in_epoch() ? metric_text(ctx, "val_accuracy").c_str() : "", rate,
                       format_duration(elapsed).c_str());
         ctx.info(line);
     }
@@ -92,6 +98,7 @@ public:
 private:
     std::chrono::milliseconds refresh_;
     bool bar_ = false;
+    trainhost::sdk::ValidationTracker validation_;
     Clock::time_point epoch_started_{};
     Clock::time_point last_draw_{};
 };

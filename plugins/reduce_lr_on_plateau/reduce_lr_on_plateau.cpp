@@ -22,20 +22,20 @@ using trainhost::sdk::OptionError;
 class ReduceLrOnPlateau final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "reduce_lr_on_plateau";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.1.0";  // 1.1: counts validated epochs only (check_val_every_n_epoch)
     static constexpr const char* description = "reduce the learning rate when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
     static constexpr const char* writes = "lr,metric:reduce_lr_on_plateau.lr";
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
-        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end"},
+        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
         {"factor", TH_OPTION_FLOAT, "0.1", "what a reduction multiplies the rate by, in (0, 1)"},
-        {"patience", TH_OPTION_INT, "10", "epochs without improvement tolerated; one more reduces the rate"},
+        {"patience", TH_OPTION_INT, "10", "epochs (validations, where check_val_every_n_epoch > 1) without improvement tolerated; one more reduces the rate"},
         {"threshold", TH_OPTION_FLOAT, "0.0001", "the least change that counts as an improvement (>= 0)"},
         {"threshold_mode", TH_OPTION_STRING, "\"rel\"",
          "rel: an improvement beats best by threshold times best; abs: by threshold"},
-        {"cooldown", TH_OPTION_INT, "0", "epochs after a reduction in which no epoch counts as bad"},
+        {"cooldown", TH_OPTION_INT, "0", "epochs (validations, where check_val_every_n_epoch > 1) after a reduction in which none counts as bad"},
         {"min_lr", TH_OPTION_FLOAT, "0.0", "the rate is never reduced below this"},
         {"eps", TH_OPTION_FLOAT, "1e-8", "a reduction smaller than this is not made"},
     };
@@ -62,13 +62,15 @@ public:
         best_ = worst_possible();
     }
 
-    void on_epoch_start(Context&) override { validated_ = false; }
-    void on_validation_end(Context&) override { validated_ = fit_validates_ = true; }
+    void on_epoch_start(Context&) override { validation_.epoch_started(); }
+    void on_validation_end(Context&) override { validation_.validation_ended(); }
 
     void on_epoch_end(Context& ctx) override {
         // An epoch a stop cut short is not validated, and its val_* metrics are the
-        // epoch before's: as Lightning, which steps only after a whole epoch, it is not counted.
-        if (!fit_validates_ || validated_) step(ctx);
+        // epoch before's: it is not counted. Where validation runs every few epochs,
+        // only those validated count, as with Lightning's frequency =
+        // check_val_every_n_epoch, which its docs ask for.
+        if (validation_.monitor_acts(ctx.state())) step(ctx);
         rate_left_ = ctx.learning_rate();
         ctx.set_metric("reduce_lr_on_plateau.lr", *rate_left_);
     }
@@ -138,8 +140,9 @@ private:
             const double new_lr = std::max(old_lr * factor_, min_lr_);
             if (old_lr - new_lr > eps_) {
                 ctx.set_learning_rate(new_lr);
+                const char* counted = ctx.state().check_val_every_n_epoch > 1 ? " validation(s)" : " epoch(s)";
                 ctx.info("reduce_lr_on_plateau: " + monitor_ + " did not improve for " + std::to_string(bad_epochs_) +
-                         " epoch(s) (best " + format(best_) + "): learning rate " + format(old_lr) + " -> " +
+                         counted + " (best " + format(best_) + "): learning rate " + format(old_lr) + " -> " +
                          format(new_lr) + " after epoch " + std::to_string(ctx.state().epoch + 1));
             }
             cooldown_left_ = cooldown_;
@@ -178,8 +181,7 @@ private:
     std::int64_t cooldown_left_ = 0;
     std::optional<double> rate_left_;  // the rate this plugin left at the last epoch end of this process
     bool warned_of_other_writer_ = false;
-    bool validated_ = false;       // a validation ran in this epoch
-    bool fit_validates_ = false;   // one ran in this fit (in this process)
+    trainhost::sdk::ValidationTracker validation_;
 };
 
 }  // namespace

@@ -143,6 +143,35 @@ TEST_CASE("a pool grown at every epoch start or validation batch is caught at th
     }
 }
 
+// The first validation may come epochs after the first epoch_start: each hook has its
+// own warm-up, and growth is caught at the second validation's epoch end.
+TEST_CASE("with check_val_every_n_epoch, what validation hooks take warms up at the first validation",
+          "[contract][failures][validation_interval]") {
+    TempDir dir;
+    const auto every_second = [](int epochs, const std::string& pool) {
+        std::string text = tiny_config(epochs, "\n[plugins.test_growing_pool]\n" + pool);
+        const std::string epochs_line = "epochs = " + std::to_string(epochs) + "\n";
+        return text.replace(text.find(epochs_line), epochs_line.size(), epochs_line + "check_val_every_n_epoch = 2\n");
+    };
+    const std::string plugins = "--plugins=" + test_plugin("test_growing_pool");
+    // State made once at the first epoch start, and once at the first validation
+    // (epoch 2): in a validation hook, or at the end of the epoch that had it.
+    for (const std::string later : {"hook = \"epoch_start,val_batch_end\"\n",
+                                    "hook = \"epoch_start,epoch_end\"\nepoch_end_after_validation = true\n"}) {
+        auto once = run_trainhost({"--config", dir.write("once.toml", every_second(4, later + "once = true\n")).string(), plugins});
+        INFO(later << once.out << once.err);
+        CHECK(once.exit_code == 0);
+        CHECK_THAT(once.out, Contains("resources: clean"));
+    }
+    auto pool = run_trainhost(
+        with_report(dir, {"--config", dir.write("pool.toml", every_second(6, "hook = \"val_batch_end\"\n")).string(), plugins}));
+    CHECK(pool.exit_code == 3);
+    CHECK_THAT(pool.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch "
+                                  "scope=fit acquired_in=val_batch_end fit=0 epoch=3 ") &&
+                             Contains(" detected_at=epoch_end rule=growth\n"));
+    CHECK(report_of(dir)["fits"][0]["epochs"].size() == 3);  // the 4th, the second validation's, failed
+}
+
 // CUDA.jl's pool in inference: predict mode's passes are its steps, and the pass
 // hooks (val_batch_start, val_batch_end) its step hooks.
 TEST_CASE("in predict mode a pool grown every pass is caught at the second pass's end", "[contract][failures][predict]") {

@@ -3,9 +3,11 @@
 // them back. The growth rule catches it at the second step's end; grown at every
 // epoch start or validation batch instead, at the second epoch's end. With `once`,
 // the correct lazy pattern: one buffer, from start_step on (an average that starts
-// late), which is no growth.
+// late), which is no growth; in several hooks, one in each.
 #include <trainhost/sdk.hpp>
 
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,32 +27,46 @@ public:
         {"once", TH_OPTION_BOOL, "false",
          "the other correct pattern: one fit-scoped buffer, made lazily in the first step it is needed"},
         {"start_step", TH_OPTION_INT, "0", "take nothing before this global step"},
-        {"hook", TH_OPTION_STRING, "\"batch_start\"", "where to allocate: batch_start, epoch_start or val_batch_end"},
+        {"hook", TH_OPTION_STRING, "\"batch_start\"",
+         "where to allocate: batch_start, epoch_start, val_batch_end or epoch_end, or several, comma-separated"},
+        {"epoch_end_after_validation", TH_OPTION_BOOL, "false",
+         "in epoch_end, allocate only where a validation ran in the epoch (a monitor's lazy state)"},
     };
     GrowingPool(Context&, const trainhost::sdk::Options& options)
         : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), per_epoch_(options.get_bool("per_epoch")),
           once_(options.get_bool("once")), start_step_(static_cast<std::uint64_t>(options.get_int("start_step"))),
-          hook_(options.get_string("hook")) {}
+          hooks_(hooks_in(options.get_string("hook"))),
+          epoch_end_after_validation_(options.get_bool("epoch_end_after_validation")) {}
 
     void on_batch_start(Context& ctx) override {
-        if (hook_ == "batch_start") grow(ctx);
+        if (hooks_.contains("batch_start")) grow(ctx, "batch_start");
     }
     void on_epoch_start(Context& ctx) override {
-        if (hook_ == "epoch_start") grow(ctx);
+        if (hooks_.contains("epoch_start")) grow(ctx, "epoch_start");
     }
     void on_val_batch_end(Context& ctx) override {
-        if (hook_ == "val_batch_end") grow(ctx);
+        if (hooks_.contains("val_batch_end")) grow(ctx, "val_batch_end");
     }
-    void on_epoch_end(Context&) override {
+    void on_validation_end(Context&) override { validated_ = true; }
+    void on_epoch_end(Context& ctx) override {
+        if (hooks_.contains("epoch_end") && (validated_ || !epoch_end_after_validation_)) grow(ctx, "epoch_end");
+        validated_ = false;
         if (per_epoch_) pool_.clear();
     }
     void on_teardown(Context&) override { pool_.clear(); }  // the "garbage collector"
 
 private:
-    void grow(Context& ctx) {
+    static std::set<std::string> hooks_in(const std::string& list) {
+        std::set<std::string> hooks;
+        std::stringstream items(list);
+        for (std::string item; std::getline(items, item, ',');) hooks.insert(item);
+        return hooks;
+    }
+
+    void grow(Context& ctx, const std::string& hook) {
         if (ctx.state().global_step < start_step_) return;
         if (once_) {
-            if (pool_.empty()) pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "lazy_state"));
+            if (taken_once_in_.insert(hook).second) pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "lazy_state"));
         } else if (!per_epoch_) {
             pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "scratch"));
         } else if (pool_.empty()) {
@@ -62,7 +78,10 @@ private:
     bool per_epoch_;
     bool once_;
     std::uint64_t start_step_;
-    std::string hook_;
+    std::set<std::string> hooks_;
+    std::set<std::string> taken_once_in_;  // with once: the hooks that made their buffer
+    bool epoch_end_after_validation_;
+    bool validated_ = false;  // in this epoch
     std::vector<trainhost::sdk::DeviceBuffer> pool_;
 };
 

@@ -229,7 +229,9 @@ static_assert(offsetof(th_train_state, interrupt_signal) == 104);
 static_assert(kTrainStateBefore16 == 112);
 constexpr std::uint32_t kTrainStateBefore17 = offsetof(th_train_state, max_steps);
 static_assert(kTrainStateBefore17 == 120);
-static_assert(sizeof(th_train_state) == 128);
+constexpr std::uint32_t kTrainStateBefore18 = offsetof(th_train_state, check_val_every_n_epoch);
+static_assert(kTrainStateBefore18 == 128);
+static_assert(sizeof(th_train_state) == 136);
 
 // What an older host does: it copies the state it knows (`known` bytes of it), and says how much.
 template <std::uint32_t known>
@@ -237,7 +239,8 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
     th_train_state state{};
     state.max_epochs = 3;
     state.accumulate_grad_batches = 2;
-    state.max_steps = 0x5eed;  // past what a 1.6 host knows: never copied
+    state.max_steps = 5000;                  // past what a 1.6 host knows: never copied by one
+    state.check_val_every_n_epoch = 0x5eed;  // past what a 1.7 host knows
     std::memcpy(out, &state, known);
     out->struct_size = known;
     return TH_OK;
@@ -298,6 +301,65 @@ TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", 
         CHECK(state.max_steps == 0);
         CHECK(sdk::position_text(state) == "epoch 1/3");
     }
+}
+
+TEST_CASE("train_state gives ABI 1.8's check_val_every_n_epoch only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built for 1.7 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore18;
+        old.check_val_every_n_epoch = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore18);
+        CHECK(old.check_val_every_n_epoch == 0x5eed);
+        CHECK(old.accumulate_grad_batches == 1);
+    }
+    SECTION("the SDK on a 1.8 host: the host's value") {
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == sizeof(th_train_state));
+        CHECK(state.check_val_every_n_epoch == 1);
+        CHECK(sdk::is_validation_epoch(state));
+    }
+    SECTION("the SDK on a 1.7 host: 0, which is_validation_epoch reads as 1") {
+        api.abi_minor = 7;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore18>;
+        th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore18);
+        CHECK(state.max_steps == 5000);
+        CHECK(state.check_val_every_n_epoch == 0);
+        state.epoch = 4;
+        CHECK(sdk::is_validation_epoch(state));
+    }
+}
+
+TEST_CASE("is_validation_epoch counts epochs from 1, and ValidationTracker says where a monitor acts", "[sdk]") {
+    th_train_state state{};
+    state.check_val_every_n_epoch = 3;
+    std::string falls_on;
+    for (state.epoch = 0; state.epoch < 7; ++state.epoch) falls_on += sdk::is_validation_epoch(state) ? 'v' : '.';
+    CHECK(falls_on == "..v..v.");
+    state.check_val_every_n_epoch = 1;
+    CHECK(sdk::is_validation_epoch(state));
+
+    sdk::ValidationTracker tracker;
+    state.check_val_every_n_epoch = 2;
+    const auto epoch = [&](std::uint32_t index, bool validated) {
+        state.epoch = index;
+        tracker.epoch_started();
+        if (validated) tracker.validation_ended();
+        return tracker.monitor_acts(state);
+    };
+    // Before any validation, where the interval falls (no validation split: a
+    // metric of training, say); after one, only where one ran.
+    CHECK_FALSE(epoch(0, false));
+    CHECK(epoch(1, false));
+    CHECK_FALSE(tracker.validated_in_fit());
+    CHECK(epoch(3, true));
+    CHECK(tracker.validated_in_epoch());
+    CHECK_FALSE(epoch(5, false));  // on the interval, but cut short by a stop
+    CHECK_FALSE(tracker.validated_in_epoch());
+    CHECK(tracker.validated_in_fit());
 }
 
 TEST_CASE("position_text shows the limits a fit has", "[sdk]") {

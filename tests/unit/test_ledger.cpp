@@ -178,16 +178,26 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     CHECK(grown[0].lease.tag == "more");
     CHECK(grown[0].rule == resources::LeakRule::growth);
 
-    // Outside the steps, per epoch: epoch_start of epoch 0 is the warm-up, of epoch 1 growth.
+    // Outside the steps, per epoch and per hook: epoch_start of epoch 0 is its warm-up,
+    // of epoch 1 growth. val_batch_end's first kept memory, in epoch 1 (the first
+    // validation may come late: check_val_every_n_epoch), is its own warm-up.
     ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, 0, 0});
     (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
     (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "per_epoch");  // ends with its epoch
     CHECK(ledger.grown_in_epoch("epoch_end").empty());
     ledger.set_position(static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END), {0, 1, 6});
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "validation_state");
+    CHECK(ledger.grown_in_epoch("epoch_end").empty());
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, 1, 6});
     (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "epoch_pool");
     grown = ledger.grown_in_epoch("epoch_end");
     REQUIRE(grown.size() == 1);
-    CHECK(grown[0].lease.acquired_in == static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END));
+    CHECK(grown[0].lease.acquired_in == static_cast<resources::Phase>(TH_HOOK_EPOCH_START));
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_VAL_BATCH_END), {0, 2, 8});
+    (void)ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "validation_pool");
+    grown = ledger.grown_in_epoch("epoch_end");
+    REQUIRE(grown.size() == 1);
+    CHECK(grown[0].lease.tag == "validation_pool");
     // Epoch-scoped memory taken at an epoch's start and promoted past the epoch in a
     // step grows the pool as surely: the second epoch's is growth.
     ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);

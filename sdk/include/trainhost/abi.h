@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 7
+#define TH_ABI_MINOR 8
 
 /* The most epochs a run may have; th_train_state.max_epochs holds it where the run
  * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
@@ -169,6 +169,14 @@ typedef struct th_train_state {
      * when the struct_size train_state returned covers it: an older host does not
      * write it (the SDK's state() zero-fills: no limit). */
     uint64_t max_steps;
+    /* ABI 1.8: the validation split is evaluated after the epochs whose 1-based
+     * number this divides (check_val_every_n_epoch; 1 in predict mode). Above 1, a
+     * monitor of a val_* metric acts where a validation ran (on_validation_end), as
+     * Lightning's do: at other epoch ends the val_* metrics are the last
+     * validation's. Read it only when the struct_size train_state returned covers
+     * it: an older host does not write it (the SDK's state() zero-fills, so read 0
+     * as 1). */
+    uint64_t check_val_every_n_epoch;
 } th_train_state;
 
 typedef struct th_param_info {

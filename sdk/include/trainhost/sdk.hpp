@@ -197,6 +197,36 @@ using TrainState = th_train_state;
     return state.epoch + 1 >= state.max_epochs || (state.max_steps > 0 && state.global_step >= state.max_steps);
 }
 
+// Whether check_val_every_n_epoch (ABI 1.8; an older host's 0 reads as 1) falls on
+// this epoch: its number, from 1, is a multiple of it.
+[[nodiscard]] inline bool is_validation_epoch(const TrainState& state) noexcept {
+    return state.check_val_every_n_epoch <= 1 || (state.epoch + 1ull) % state.check_val_every_n_epoch == 0;
+}
+
+// Which epoch ends have this epoch's val_* metrics, for a plugin that reads them at
+// epoch_end; fed from on_epoch_start and on_validation_end. An epoch without a
+// validation (check_val_every_n_epoch, or a stop that cut it short) keeps the last
+// validation's val_* metrics.
+class ValidationTracker {
+public:
+    void epoch_started() noexcept { in_epoch_ = false; }
+    void validation_ended() noexcept { in_epoch_ = in_fit_ = true; }
+
+    [[nodiscard]] bool validated_in_epoch() const noexcept { return in_epoch_; }
+    [[nodiscard]] bool validated_in_fit() const noexcept { return in_fit_; }
+    // For a monitor, at epoch_end: act here? Where a validation ran, as Lightning's
+    // monitors act at validation end. Before any has (no validation split, or a
+    // metric of training monitored), at the epochs check_val_every_n_epoch falls on,
+    // as Lightning's frequency = check_val_every_n_epoch steps a plateau scheduler.
+    [[nodiscard]] bool monitor_acts(const TrainState& state) const noexcept {
+        return in_epoch_ || (!in_fit_ && is_validation_epoch(state));
+    }
+
+private:
+    bool in_epoch_ = false;
+    bool in_fit_ = false;  // a validation ran in this fit
+};
+
 // Where training is, for a progress line: "epoch 3/10", with max_steps (ABI 1.7)
 // "epoch 3/10 step 1200/5000", and where max_steps alone limits the fit "epoch 3
 // step 1200/5000" (its epochs are not a limit worth showing).

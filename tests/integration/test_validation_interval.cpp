@@ -1,0 +1,251 @@
+// check_val_every_n_epoch end to end: which epochs are validated (max_steps and a
+// resume included), that validation changes no training, the monitors
+// (early_stopping, reduce_lr_on_plateau, a ranked checkpoint) acting only where a
+// validation ran, as Lightning's act at validation end, and progress and
+// metrics_logger showing no val_* figures for an epoch without one.
+#include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
+#include "integration/process.hpp"
+#include "integration/sgd_runs.hpp"
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+using Catch::Matchers::Contains;
+using sgd_runs::epoch_metrics;
+using test_support::run_trainhost;
+using test_support::test_plugin;
+using test_support::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// tiny_config with plain SGD at 0.1 (30 training samples in batches of 16: 2 batches
+// an epoch, 10 validation samples); `top` goes with the top-level keys.
+std::string interval_config(int epochs, const std::string& top, const std::string& extra = "") {
+    std::string text = sgd_runs::sgd_config(epochs, 0.1, extra);
+    const std::string epochs_line = "epochs = " + std::to_string(epochs) + "\n";
+    text.replace(text.find(epochs_line), epochs_line.size(), epochs_line + top);
+    return text;
+}
+
+std::string recorder_table(const fs::path& hooks, const std::string& more = "") {
+    return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n" + more;
+}
+
+// The epoch ends and validation ends in the order they ran: "e" and "v".
+std::string ends_of(const fs::path& hooks) {
+    std::string ends;
+    for (const std::string& line : test_support::lines_of(test_support::read_file(hooks))) {
+        if (line == "test_recorder:epoch_end") ends += 'e';
+        if (line == "test_recorder:validation_end") ends += 'v';
+    }
+    return ends;
+}
+
+}  // namespace
+
+TEST_CASE("check_val_every_n_epoch validates after the epochs whose number it divides, and changes no training",
+          "[validation_interval]") {
+    TempDir dir;
+    const auto hooks = dir.path() / "hooks.txt";
+    const auto run = [&](const std::string& name, int epochs, const std::string& top,
+                         const std::vector<std::string>& more = {}) {
+        fs::remove(hooks);
+        const auto report = dir.path() / (name + ".json");
+        std::vector<std::string> arguments = {"--config", dir.write(name + ".toml", interval_config(epochs, top, recorder_table(hooks))).string(),
+                                              "--plugins=" + test_plugin("test_recorder"), "--report", report.string()};
+        arguments.insert(arguments.end(), more.begin(), more.end());
+        auto result = run_trainhost(arguments);
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        return std::pair{result, report};
+    };
+    SECTION("every 2nd of 5 epochs; the others keep the last validation's metrics, as Lightning's callback_metrics") {
+        const auto [every, every_report] = run("every", 5, "");
+        const auto [second, second_report] = run("second", 5, "check_val_every_n_epoch = 2\n");
+        CHECK(ends_of(hooks) == "eveevee");
+        const auto all = epoch_metrics(every_report);
+        const auto some = epoch_metrics(second_report);
+        REQUIRE(some.size() == 5);
+        CHECK_FALSE(some[0].contains("val_loss"));
+        // Validation draws on nothing training uses: the epochs validated in both runs agree bit for bit.
+        CHECK(some[1]["val_loss"].get<double>() == all[1]["val_loss"].get<double>());
+        CHECK(some[3]["val_loss"].get<double>() == all[3]["val_loss"].get<double>());
+        CHECK(some[4]["train_loss"].get<double>() == all[4]["train_loss"].get<double>());
+        CHECK(some[2]["val_loss"].get<double>() == some[1]["val_loss"].get<double>());
+        CHECK(some[4]["val_loss"].get<double>() == some[3]["val_loss"].get<double>());
+        CHECK(some[3]["val_loss"].get<double>() != some[1]["val_loss"].get<double>());
+        std::vector<bool> validated;
+        const auto report = nlohmann::json::parse(test_support::read_file(second_report));
+        for (const auto& epoch : report["fits"][0]["epochs"]) validated.push_back(epoch["validated"].get<bool>());
+        CHECK(validated == std::vector<bool>{false, true, false, true, false});
+    }
+    SECTION("more than the epochs: none is validated") {
+        (void)run("none", 2, "check_val_every_n_epoch = 3\n");
+        CHECK(ends_of(hooks) == "ee");
+    }
+    SECTION("the epoch max_steps ends is validated only where the interval falls on it") {
+        (void)run("on", 9, "check_val_every_n_epoch = 2\nmax_steps = 3\n");
+        CHECK(ends_of(hooks) == "eve");
+        (void)run("off", 9, "check_val_every_n_epoch = 2\nmax_steps = 5\n");
+        CHECK(ends_of(hooks) == "evee");
+    }
+    SECTION("counted from the fit's first epoch, a resume too") {
+        const auto ckpt = dir.path() / "ckpt";
+        const std::string top = "check_val_every_n_epoch = 2\n";
+        const auto config = dir.write("resumable.toml", interval_config(4, top, recorder_table(hooks) +
+                                                                                   checkpoint_runs::checkpoint_table(ckpt)));
+        const std::string plugins = "--plugins=" + test_plugin("test_recorder") + ",checkpoint";
+        REQUIRE(run_trainhost({"--config", config.string(), plugins, "--epochs", "1"}).exit_code == 0);
+        fs::remove(hooks);
+        const auto rest_report = dir.path() / "rest.json";
+        auto rest = run_trainhost({"--config", config.string(), plugins, "--resume", "last", "--report", rest_report.string()});
+        INFO(rest.out << rest.err);
+        REQUIRE(rest.exit_code == 0);
+        CHECK(ends_of(hooks) == "veeve");  // epochs 2, 3 and 4
+        const auto [straight, straight_report] = run("straight", 4, top);
+        const auto resumed = epoch_metrics(rest_report);
+        const auto whole = epoch_metrics(straight_report);
+        REQUIRE(resumed.size() == 3);
+        CHECK(resumed[2]["val_loss"].get<double>() == whole[3]["val_loss"].get<double>());
+    }
+}
+
+TEST_CASE("early_stopping checks where a validation ran: its patience counts validations", "[validation_interval][early_stopping]") {
+    TempDir dir;
+    // min_delta = 10: no check after the first improves, so patience 2 ends the fit at
+    // the third check: epoch 3 when every epoch is validated, epoch 6 with every 2nd.
+    const std::string options = "\n[plugins.early_stopping]\npatience = 2\nmin_delta = 10.0\n";
+    const auto run = [&](const std::string& top, int epochs) {
+        auto result = run_trainhost({"--config", dir.write("run.toml", interval_config(epochs, top, options)).string(),
+                                     "--plugins=early_stopping"});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        return result;
+    };
+    CHECK_THAT(run("", 10).out, Contains("fit 1/1: 3 epochs") && Contains("for 2 epoch(s); best"));
+    const auto second = run("check_val_every_n_epoch = 2\n", 10);
+    CHECK_THAT(second.out, Contains("fit 1/1: 6 epochs") && Contains("for 2 validation(s); best") &&
+                               Contains(" at epoch 2)\n"));
+    CHECK(second.err.empty());
+    // No validation in the fit: a warning that nothing was checked.
+    const auto none = run("check_val_every_n_epoch = 3\n", 2);
+    CHECK_THAT(none.out, Contains("fit 1/1: 2 epochs"));
+    CHECK(none.err == "warning: [early_stopping] 'val_loss' was never checked: no validation ran in this fit's 2 "
+                      "epoch(s) (check_val_every_n_epoch = 3)\n");
+    // No validation split: the check comes at the epochs the interval falls on, and
+    // finds no val_loss, as with an interval of 1 at the first epoch.
+    std::string no_split = interval_config(4, "check_val_every_n_epoch = 2\n", options);
+    no_split.replace(no_split.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+    auto failed = run_trainhost({"--config", dir.write("split.toml", no_split).string(), "--plugins=early_stopping"});
+    CHECK(failed.exit_code == 4);
+    CHECK_THAT(failed.err, Contains("error: plugin 'early_stopping' failed in epoch_end: monitored metric 'val_loss' "
+                                    "does not exist; the metrics are: "));
+    CHECK_THAT(failed.out, Contains("fit 1/1: 1 epoch, ") && Contains(" - failed (exit 4)\n"));  // in epoch 2
+}
+
+TEST_CASE("reduce_lr_on_plateau counts only the epochs with a validation", "[validation_interval][reduce_lr_on_plateau]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    // A metric that never improves after its first value, patience 0: each counted
+    // epoch after the first halves the rate. Every 2nd epoch counts: 4 and 6 reduce.
+    const std::string plugins = "\n[plugins.test_recorder]\nvalues = \"1\"\n\n[plugins.reduce_lr_on_plateau]\n"
+                                "monitor = \"recorder.value\"\nfactor = 0.5\npatience = 0\n";
+    auto run = run_trainhost({"--config", dir.write("run.toml", interval_config(6, "check_val_every_n_epoch = 2\n", plugins)).string(),
+                              "--plugins=" + test_plugin("test_recorder") + ",reduce_lr_on_plateau", "--report",
+                              report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    std::vector<double> rates;
+    for (const auto& metrics : epoch_metrics(report)) rates.push_back(metrics["reduce_lr_on_plateau.lr"].get<double>());
+    CHECK(rates == std::vector<double>{0.1, 0.1, 0.1, 0.05, 0.05, 0.025});
+    // Without a validation split, the epochs the interval falls on count.
+    std::string no_split = interval_config(6, "check_val_every_n_epoch = 2\n", plugins);
+    no_split.replace(no_split.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+    auto unvalidated = run_trainhost({"--config", dir.write("split.toml", no_split).string(),
+                                      "--plugins=" + test_plugin("test_recorder") + ",reduce_lr_on_plateau", "--report",
+                                      report.string()});
+    INFO(unvalidated.out << unvalidated.err);
+    REQUIRE(unvalidated.exit_code == 0);
+    rates.clear();
+    for (const auto& metrics : epoch_metrics(report)) rates.push_back(metrics["reduce_lr_on_plateau.lr"].get<double>());
+    CHECK(rates == std::vector<double>{0.1, 0.1, 0.1, 0.05, 0.05, 0.025});
+}
+
+TEST_CASE("a checkpoint ranked by a monitor saves where a validation ran, and last.safetensors stays the latest",
+          "[validation_interval][checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = dir.write(
+        "run.toml", interval_config(3, "check_val_every_n_epoch = 2\n",
+                                    checkpoint_runs::checkpoint_table(ckpt, "monitor = \"val_loss\"\nsave_top_k = -1\n")));
+    auto run = checkpoint_runs::run_trainhost({"--config", config.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.err.empty());
+    CHECK(test_support::files_in(ckpt) == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    CHECK(trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors").metadata.at("trainer.global_step") == "6");
+}
+
+TEST_CASE("a checkpoint that ranked nothing for want of a validation says so at fit end", "[validation_interval][checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto run = [&](const std::string& name, int epochs, const std::string& top, const std::string& more = "") {
+        auto result = checkpoint_runs::run_trainhost(
+            {"--config", dir.write(name, interval_config(epochs, top, checkpoint_runs::checkpoint_table(
+                                                                          ckpt, "monitor = \"val_loss\"\n" + more)))
+                             .string()});
+        INFO(result.out << result.err);
+        CHECK(result.exit_code == 0);
+        return result;
+    };
+    SECTION("fewer epochs than check_val_every_n_epoch") {
+        CHECK(run("few.toml", 2, "check_val_every_n_epoch = 3\n").err ==
+              "warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: no epoch that saves "
+              "had a validation (2 save(s) skipped); no validation ran: is there a validation split, and 3 epochs "
+              "(check_val_every_n_epoch)?\n");
+        CHECK(test_support::files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
+    }
+    SECTION("validations, but none at an epoch that saves") {
+        CHECK(run("apart.toml", 3, "check_val_every_n_epoch = 2\n", "every_n_epochs = 3\n").err ==
+              "warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: no epoch that saves "
+              "had a validation (1 save(s) skipped)\n");
+    }
+}
+
+TEST_CASE("progress shows val_* figures only for an epoch with a validation", "[validation_interval][progress]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", interval_config(3, "check_val_every_n_epoch = 2\n", "\n[plugins.progress]\nmode = \"lines\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=progress"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto lines = test_support::lines_of(run.out);
+    const auto line_of = [&](const std::string& start) {
+        for (const auto& line : lines)
+            if (line.starts_with(start)) return line;
+        return std::string();
+    };
+    CHECK_THAT(line_of("epoch 1/3: "), Contains("train_loss=") && !Contains("val_loss"));
+    CHECK_THAT(line_of("epoch 2/3: "), Contains("train_loss=") && Contains("val_loss="));
+    // Epoch 3's val_loss would be epoch 2's: not shown.
+    CHECK_THAT(line_of("epoch 3/3: "), Contains("train_loss=") && !Contains("val_loss"));
+}
+
+TEST_CASE("metrics_logger's epoch rows leave val_* out for an epoch without a validation",
+          "[validation_interval][metrics_logger]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", interval_config(3, "check_val_every_n_epoch = 2\n",
+                                                              "\n[plugins.metrics_logger]\ndir = \"" + dir.path().string() +
+                                                                  "\"\nevery_n_steps = 0\nformat = \"jsonl\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto rows = test_support::lines_of(test_support::read_file(dir.path() / "metrics.jsonl"));
+    REQUIRE(rows.size() == 3);
+    CHECK_FALSE(nlohmann::json::parse(rows[0]).contains("val_loss"));
+    CHECK(nlohmann::json::parse(rows[1]).contains("val_loss"));
+    CHECK_FALSE(nlohmann::json::parse(rows[2]).contains("val_loss"));  // it would be epoch 2's
+    CHECK(nlohmann::json::parse(rows[2]).contains("train_loss"));
+}
