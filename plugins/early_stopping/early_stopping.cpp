@@ -25,7 +25,8 @@ public:
     // by; a state saved before, without them, is read as taken by this run's.
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
-        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
+        {"monitor", TH_OPTION_STRING, "\"val_loss\"",
+         "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
         {"patience", TH_OPTION_INT, "3",
          "checks without improvement before stopping: epochs, or validations where check_val_every_n_epoch > 1"},

@@ -28,14 +28,18 @@ public:
     static constexpr const char* writes = "lr,metric:reduce_lr_on_plateau.lr";
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
-        {"monitor", TH_OPTION_STRING, "\"val_loss\"", "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
+        {"monitor", TH_OPTION_STRING, "\"val_loss\"",
+         "metric to watch at each epoch end (each with a validation, where check_val_every_n_epoch > 1)"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min: lower is better; max: higher is better"},
         {"factor", TH_OPTION_FLOAT, "0.1", "what a reduction multiplies the rate by, in (0, 1)"},
-        {"patience", TH_OPTION_INT, "10", "epochs (validations, where check_val_every_n_epoch > 1) without improvement tolerated; one more reduces the rate"},
+        {"patience", TH_OPTION_INT, "10",
+         "epochs (validations, where check_val_every_n_epoch > 1) without improvement tolerated; one more reduces the "
+         "rate"},
         {"threshold", TH_OPTION_FLOAT, "0.0001", "the least change that counts as an improvement (>= 0)"},
         {"threshold_mode", TH_OPTION_STRING, "\"rel\"",
          "rel: an improvement beats best by threshold times best; abs: by threshold"},
-        {"cooldown", TH_OPTION_INT, "0", "epochs (validations, where check_val_every_n_epoch > 1) after a reduction in which none counts as bad"},
+        {"cooldown", TH_OPTION_INT, "0",
+         "epochs (validations, where check_val_every_n_epoch > 1) after a reduction in which none counts as bad"},
         {"min_lr", TH_OPTION_FLOAT, "0.0", "the rate is never reduced below this"},
         {"eps", TH_OPTION_FLOAT, "1e-8", "a reduction smaller than this is not made"},
     };
