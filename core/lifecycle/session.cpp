@@ -276,6 +276,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     forward_rows_ = 0;
     ledger_->end_growth_window();  // each fit opens its own, after setup
     epoch_trained_ = false;
+    epoch_training_ended_ = false;
     pending_move_.reset();
     std::vector<std::optional<std::uint64_t>> free_at_start;
     for (device::DeviceIndex i = 0; i < devices_.size(); ++i)
@@ -426,12 +427,10 @@ void Session::train_fit(FitRecord& record) {
             metrics_["samples_per_second"] = seconds > 0 ? static_cast<double>(trained) / seconds : 0.0;
         else
             metrics_.erase("samples_per_second");
-        // Skipped where a stop cut the epoch's training short. An epoch
-        // max_steps ends counts as trained, and is validated where check_val_every_n_epoch
+        // Where the epoch's training ended (see train_epoch) and check_val_every_n_epoch
         // falls on it: the fit's last weights get their val_* metrics, and early_stopping
-        // and checkpoint rank them, not the epoch before's (Lightning validates it only
-        // where a validation interval falls on its last batch).
-        const bool validated = epoch_trained_ && validation_.count > 0 &&
+        // and checkpoint rank them, not the epoch before's.
+        const bool validated = epoch_training_ended_ && validation_.count > 0 &&
                                (epoch + 1) % config.check_val_every_n_epoch == 0;
         if (validated) evaluate(validation_, "val", true);
         dispatch(TH_HOOK_EPOCH_END);

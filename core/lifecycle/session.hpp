@@ -242,6 +242,9 @@ private:
     double epoch_loss_sum_ = 0;
     std::uint64_t epoch_correct_ = 0;
     bool epoch_trained_ = false;          // this epoch's training batches are all done
+    // Its training ended where Lightning validates: all batches done, or a stop took
+    // effect after a batch that ran here.
+    bool epoch_training_ended_ = false;
     std::string failure_;
     int interrupt_signal_ = 0;  // the signal that ended this fit, or 0
     std::vector<resources::Leak> leaks_;

@@ -107,6 +107,9 @@ std::uint64_t Session::train_epoch() {
     // An epoch max_steps ends is trained: a save at its end resumes at the next epoch
     // (under a higher max_steps), and its end does not run twice.
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch || steps_exhausted();
+    // Lightning validates at the batch where a stop takes effect (_should_check_val_fx),
+    // not where one took effect before any: a stop from epoch_start trains nothing.
+    epoch_training_ended_ = epoch_trained_ || (stopping() && epoch_batches_done_ > first_batch);
     return state_.samples_seen - samples_before;
 }
 

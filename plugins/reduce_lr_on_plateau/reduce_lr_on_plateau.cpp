@@ -70,10 +70,10 @@ public:
     void on_validation_end(Context&) override { validation_.validation_ended(); }
 
     void on_epoch_end(Context& ctx) override {
-        // An epoch a stop cut short is not validated, and its val_* metrics are the
-        // epoch before's: it is not counted. Where validation runs every few epochs,
-        // only those validated count, as with Lightning's frequency =
-        // check_val_every_n_epoch, which its docs ask for.
+        // An epoch without a validation has the epoch before's val_* metrics: it is
+        // not counted. Where validation runs every few epochs, only those validated
+        // count, as with Lightning's frequency = check_val_every_n_epoch, which its
+        // docs ask for.
         if (validation_.monitor_acts(ctx.state())) step(ctx);
         rate_left_ = ctx.learning_rate();
         ctx.set_metric("reduce_lr_on_plateau.lr", *rate_left_);

@@ -302,12 +302,16 @@ TEST_CASE("min_epochs and min_steps hold a stop asked for before them until they
                                         "(1 epoch and 3 steps done); the stop takes effect once they are\n"));
         CHECK_THAT(result.out, Contains("fit 1/1: 3 epochs, ") && Contains(" (stopped by test_recorder: asked to stop)\n"));
     }
-    SECTION("min_steps = 4: the stop takes effect after step 4, within epoch 2, whose validation it skips") {
+    SECTION("min_steps = 4: the stop takes effect after step 4, within epoch 2, which is validated there") {
         const auto [result, lines] = run("epochs = 5\nmin_steps = 4\n");
         CHECK(count_of(lines, "test_recorder:after_optimizer_step") == 4);
-        CHECK(count_of(lines, "test_recorder:validation_end") == 1);
+        CHECK(count_of(lines, "test_recorder:validation_end") == 2);
         CHECK(count_of(lines, "test_recorder:epoch_end") == 2);
         CHECK_THAT(result.out, Contains("fit 1/1: 2 epochs, ") && Contains("(stopped by test_recorder: asked to stop)"));
+        const auto epochs = fit_report(report)["epochs"];
+        REQUIRE(epochs.size() == 2);
+        CHECK(epochs[1]["validated"] == true);
+        CHECK(epochs[1]["metrics"]["val_loss"] != epochs[0]["metrics"]["val_loss"]);
     }
     SECTION("min_steps = 6: met at epoch 2's last batch, whose epoch trained whole and is validated") {
         const auto [result, lines] = run("epochs = 5\nmin_steps = 6\n");

@@ -105,23 +105,30 @@ TEST_CASE("reduce_lr_on_plateau's rate trains from the next epoch, and says so",
     CHECK(a[2]["val_loss"].get<double>() != b[2]["val_loss"].get<double>());
 }
 
-TEST_CASE("reduce_lr_on_plateau does not count an epoch a stop cut short, whose validation did not run",
+TEST_CASE("reduce_lr_on_plateau counts an epoch a stop cut short by its validation there",
           "[plugins][reduce_lr_on_plateau]") {
     TempDir dir;
     const auto report = dir.path() / "r.json";
     // 3 batches an epoch: test_recorder asks to stop at epoch 1's end, held by
-    // min_steps = 4 until step 4, within epoch 2, which is then not validated. The
-    // metric there is epoch 1's val_loss: counted, it would reduce with patience 0.
+    // min_steps = 4 until step 4, within epoch 2, which is validated there, as
+    // Lightning's. With mode = "max" a falling val_loss is no improvement: counted,
+    // epoch 2 reduces the rate with patience 0.
     std::string text = sgd_runs::sgd_config(3, 0.1, "\n[plugins.test_recorder]\nstop_at_epoch = 0\n\n"
-                                                    "[plugins.reduce_lr_on_plateau]\npatience = 0\n");
+                                                    "[plugins.reduce_lr_on_plateau]\npatience = 0\nmode = \"max\"\n");
     text.replace(text.find("batch_size = 16"), 15, "batch_size = 10");
     text.replace(text.find("epochs = 3\n"), 11, "epochs = 3\nmin_steps = 4\n");
     auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), kPlugins, "--report", report.string()});
     INFO(run.out << run.err);
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs, "));
-    CHECK(run.out.find("did not improve") == std::string::npos);
-    CHECK(rates(report) == std::vector<double>{0.1, 0.1});
+    const auto metrics = epoch_metrics(report);
+    REQUIRE(metrics.size() == 2);
+    REQUIRE(metrics[1]["val_loss"].get<double>() < metrics[0]["val_loss"].get<double>());
+    CHECK_THAT(run.out, Contains("learning rate 0.1 -> 0.01 after epoch 2\n"));
+    const auto got = rates(report);
+    REQUIRE(got.size() == 2);
+    CHECK(got[0] == 0.1);
+    CHECK(got[1] == Approx(0.01).epsilon(1e-12));
 }
 
 TEST_CASE("a resumed reduce_lr_on_plateau continues exactly: its patience, cooldown and the reduced rate",

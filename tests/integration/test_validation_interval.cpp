@@ -1,5 +1,5 @@
-// check_val_every_n_epoch end to end: which epochs are validated (max_steps and a
-// resume included), that validation changes no training, the monitors
+// check_val_every_n_epoch end to end: which epochs are validated (max_steps, a stop
+// after a batch and a resume included), that validation changes no training, the monitors
 // (early_stopping, reduce_lr_on_plateau, a ranked checkpoint) acting only where a
 // validation ran, as Lightning's act at validation end, and progress and
 // metrics_logger showing no val_* figures for an epoch without one.
@@ -110,6 +110,60 @@ TEST_CASE("check_val_every_n_epoch validates after the epochs whose number it di
         const auto whole = epoch_metrics(straight_report);
         REQUIRE(resumed.size() == 3);
         CHECK(resumed[2]["val_loss"].get<double>() == whole[3]["val_loss"].get<double>());
+    }
+}
+
+TEST_CASE("a stop that takes effect after a batch validates there where the interval falls, as Lightning's",
+          "[validation_interval][stop]") {
+    TempDir dir;
+    const auto hooks = dir.path() / "hooks.txt";
+    const auto run = [&](const std::string& name, const std::string& top, const std::string& recorder,
+                         const std::string& plugins = "") {
+        fs::remove(hooks);
+        const auto report = dir.path() / (name + ".json");
+        auto result = run_trainhost({"--config",
+                                     dir.write(name + ".toml", interval_config(5, top, recorder_table(hooks, recorder))).string(),
+                                     "--plugins=" + test_plugin("test_recorder") + plugins, "--report", report.string()});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        return std::pair{result, report};
+    };
+    const auto validated = [](const fs::path& report) {
+        std::vector<bool> flags;
+        const auto json = nlohmann::json::parse(test_support::read_file(report));
+        for (const auto& epoch : json["fits"][0]["epochs"]) flags.push_back(epoch["validated"].get<bool>());
+        return flags;
+    };
+    SECTION("after step 3, epoch 2's first batch: the weights validated are those max_steps = 3 leaves") {
+        const auto [stopped, stopped_report] = run("stopped", "", "stop_at_step = 3\n");
+        CHECK(ends_of(hooks) == "veve");
+        CHECK_THAT(stopped.out, Contains("fit 1/1: 2 epochs, ") && Contains("(stopped by test_recorder: asked to stop)"));
+        CHECK(validated(stopped_report) == std::vector<bool>{true, true});
+        const auto [limited, limited_report] = run("limited", "max_steps = 3\n", "");
+        const auto a = epoch_metrics(stopped_report);
+        const auto b = epoch_metrics(limited_report);
+        REQUIRE(a.size() == 2);
+        REQUIRE(b.size() == 2);
+        CHECK(a[1]["val_loss"].get<double>() == b[1]["val_loss"].get<double>());
+        CHECK(a[1]["val_loss"].get<double>() != a[0]["val_loss"].get<double>());
+    }
+    SECTION("with check_val_every_n_epoch = 2: in epoch 2, and not in epoch 1") {
+        (void)run("second", "check_val_every_n_epoch = 2\n", "stop_at_step = 3\n");
+        CHECK(ends_of(hooks) == "eve");
+        const auto [first, first_report] = run("first", "check_val_every_n_epoch = 2\n", "stop_at_step = 1\n");
+        CHECK(ends_of(hooks) == "e");
+        CHECK(validated(first_report) == std::vector<bool>{false});
+    }
+    SECTION("a stop from epoch_start trains nothing, and that epoch is not validated") {
+        const auto [result, report] = run("start", "", "stop_at_epoch_start = 1\n");
+        CHECK(ends_of(hooks) == "vee");
+        CHECK(validated(report) == std::vector<bool>{true, false});
+        CHECK(epoch_metrics(report)[1]["val_loss"].get<double>() == epoch_metrics(report)[0]["val_loss"].get<double>());
+    }
+    SECTION("early_stopping, which checks val_loss, finds it in a first epoch a stop ended after its first batch") {
+        const auto [result, report] = run("early", "", "stop_at_step = 1\n", ",early_stopping");
+        CHECK(ends_of(hooks) == "ve");
+        CHECK(result.err.empty());
     }
 }
 

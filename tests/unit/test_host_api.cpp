@@ -357,7 +357,7 @@ TEST_CASE("is_validation_epoch counts epochs from 1, and ValidationTracker says 
     CHECK_FALSE(tracker.validated_in_fit());
     CHECK(epoch(3, true));
     CHECK(tracker.validated_in_epoch());
-    CHECK_FALSE(epoch(5, false));  // on the interval, but cut short by a stop
+    CHECK_FALSE(epoch(5, false));  // on the interval, but a stop came before its first batch
     CHECK_FALSE(tracker.validated_in_epoch());
     CHECK(tracker.validated_in_fit());
 }
