@@ -210,6 +210,8 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         {"reduce_lr_on_plateau", "threshold = nan", "threshold must be a finite number >= 0"},
         {"reduce_lr_on_plateau", "min_lr = -1.0", "min_lr must be a finite number >= 0"},
         {"reduce_lr_on_plateau", "eps = inf", "eps must be a finite number >= 0"},
+        {"timer", "duration = \"00:00:10\"", "duration must be DD:HH:MM:SS (such as \"00:12:00:00\" for 12 hours), not '00:00:10'"},
+        {"timer", "duration = \"00:01:00:00\"\ninterval = \"batch\"", "interval must be step or epoch, not 'batch'"},
     };
     for (const auto& [plugin, options, message] : cases) {
         DYNAMIC_SECTION(plugin << ": " << options) {
