@@ -108,7 +108,7 @@ std::uint64_t Session::train_epoch() {
     // (under a higher max_steps), and its end does not run twice.
     epoch_trained_ = epoch_batches_done_ == state_.batches_in_epoch || steps_exhausted();
     // Lightning validates at the batch where a stop takes effect (_should_check_val_fx),
-    // not where one took effect before any: a stop from epoch_start trains nothing.
+    // not where one took effect before any (asked for in epoch_start, nothing holding it).
     epoch_training_ended_ = epoch_trained_ || (stopping() && epoch_batches_done_ > first_batch);
     return state_.samples_seen - samples_before;
 }

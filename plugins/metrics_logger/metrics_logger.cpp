@@ -12,7 +12,8 @@
 // at epoch_end, after validation. A step row thus repeats the last epoch end's val_*
 // and train_* (Lightning's CSVLogger leaves them empty there): plot those from the
 // epoch rows. An epoch row without a validation (check_val_every_n_epoch, or a stop
-// before the epoch's first batch) leaves val_* out, as they would be an earlier epoch's.
+// that took effect before the epoch's first batch) leaves val_* out, as they would be
+// an earlier epoch's.
 //
 // CSV keeps one header naming every column, as pandas expects. The metric set grows
 // during a fit (val_* appear at the first epoch end), so a row bringing a new key

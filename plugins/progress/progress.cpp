@@ -79,8 +79,8 @@ public:
 
     void on_validation_end(Context&) override { validation_.validation_ended(); }
 
-    // An epoch without validation (check_val_every_n_epoch, or a stop before its
-    // first batch) shows no val_* figures: they would be an earlier epoch's.
+    // An epoch without validation (check_val_every_n_epoch, or a stop that took effect
+    // before its first batch) shows no val_* figures: they would be an earlier epoch's.
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_started_).count();

@@ -1,11 +1,11 @@
 // timer: ends the fit once its training has run for a given wall-clock time, as
-// Lightning's Timer (Trainer(max_time=...)): duration as "DD:HH:MM:SS", checked after
-// each training batch or at each epoch end. The clock starts at fit_start; the time
-// used travels in checkpoints, so a resumed run has only what is left.
+// Lightning's Timer (Trainer(max_time=...)): duration as "DD:HH:MM:SS", checked at
+// fit_start, then after each training batch or at each epoch end. The clock starts at
+// fit_start; the time used travels in checkpoints, so a resumed run has only what is
+// left.
 #include <trainhost/sdk.hpp>
 
 #include <chrono>
-#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -19,16 +19,29 @@ using Clock = std::chrono::steady_clock;
 
 constexpr const char* kDurationForm = "DD:HH:MM:SS (such as \"00:12:00:00\" for 12 hours)";
 
-// Lightning's form: four whole numbers, days to seconds, each as large as it likes
-// ("00:36:00:00" is 36 hours). Nine digits each keep the sum exact in a double.
+// Lightning's form, (\d+):(\d\d):(\d\d):(\d\d) once stripped of surrounding
+// whitespace, each field as large as its digits allow ("00:36:00:00" is 36 hours).
+// Days have at most 9 digits, as a timedelta's.
+constexpr double kMostSeconds = 999'999'999 * 86400.0 + 99 * 3600 + 99 * 60 + 99;
+
+std::string stripped(std::string text) {
+    const auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+    while (!text.empty() && space(text.back())) text.pop_back();
+    std::size_t first = 0;
+    while (first < text.size() && space(text[first])) ++first;
+    return text.substr(first);
+}
+
+// `text` stripped already.
 std::optional<double> parse_duration(const std::string& text) {
-    double seconds = 0;
     std::size_t at = 0;
+    double seconds = 0;
     for (const double unit : {86400.0, 3600.0, 60.0, 1.0}) {
         const std::size_t start = at;
         while (at < text.size() && text[at] >= '0' && text[at] <= '9') ++at;
-        if (at == start || at - start > 9) return std::nullopt;
-        seconds += unit * std::stod(text.substr(start, at - start));
+        const std::size_t digits = at - start;
+        if (unit == 86400.0 ? digits == 0 || digits > 9 : digits != 2) return std::nullopt;
+        seconds += unit * std::stod(text.substr(start, digits));
         if (unit == 1.0) break;
         if (at >= text.size() || text[at] != ':') return std::nullopt;
         ++at;
@@ -61,10 +74,11 @@ public:
          "when the time is checked: step (after each training batch) or epoch (at each epoch end)"},
     };
 
-    Timer(Context&, const trainhost::sdk::Options& options) : text_(options.get_string("duration")) {
+    Timer(Context&, const trainhost::sdk::Options& options) : text_(stripped(options.get_string("duration"))) {
         const auto duration = parse_duration(text_);
         if (!duration)
-            throw trainhost::sdk::OptionError("duration must be " + std::string(kDurationForm) + ", not '" + text_ + "'");
+            throw trainhost::sdk::OptionError("duration must be " + std::string(kDurationForm) + ", not '" +
+                                              options.get_string("duration") + "'");
         duration_ = *duration;
         const std::string interval = options.get_string("interval");
         if (interval != "step" && interval != "epoch")
@@ -72,14 +86,16 @@ public:
         every_step_ = interval == "step";
     }
 
-    // Each fit has the whole duration, less what the checkpoint it resumes from used;
-    // one that had used it all trains no further.
+    // Each fit has the whole duration, less what the checkpoint it resumes from used.
+    // Checked here too, as Lightning's: a fit with no time left (a duration of zero,
+    // or a checkpoint that had used it all) trains no batch.
     void on_fit_start(Context& ctx) override {
         if (!restored_) used_before_ = 0;
         asked_ = false;
         started_ = Clock::now();
-        if (restored_ && used_before_ >= duration_)
-            stop(ctx, "was already used when the checkpoint was saved (" + as_duration(used_before_) + " elapsed)");
+        if (used_before_ >= duration_)
+            stop(ctx, restored_ ? "was already used when the checkpoint was saved (" + as_duration(used_before_) + " elapsed)"
+                                : "reached after " + as_duration(used_before_));
         restored_ = false;
     }
     void on_batch_end(Context& ctx) override {
@@ -92,7 +108,7 @@ public:
     void on_save_state(trainhost::sdk::StateWriter& out) override { out.put(elapsed()); }
     void on_load_state(trainhost::sdk::StateReader& in) override {
         const auto used = in.get<double>();
-        if (!std::isfinite(used) || used < 0) {
+        if (!(used >= 0 && used <= kMostSeconds)) {  // NaN too
             char text[64];
             std::snprintf(text, sizeof text, "saved state has %g seconds of training used", used);
             throw std::runtime_error(text);
@@ -108,7 +124,8 @@ private:
         return used_before_ + std::chrono::duration<double>(Clock::now() - *started_).count();
     }
     void check(Context& ctx) {
-        if (!asked_ && elapsed() >= duration_) stop(ctx, "reached after " + as_duration(elapsed()));
+        if (asked_) return;
+        if (const double used = elapsed(); used >= duration_) stop(ctx, "reached after " + as_duration(used));
     }
     void stop(Context& ctx, const std::string& what) {
         asked_ = true;

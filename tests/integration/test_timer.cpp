@@ -1,6 +1,6 @@
-// The timer plugin end to end: a stop once the duration is used, after a batch or at
-// an epoch end, held by min_steps as any stop; a resume has only the time left; bad
-// durations and forged states refused.
+// The timer plugin end to end: a stop once the duration is used, at fit_start, after
+// a batch or at an epoch end, held by min_steps as any stop; a resume has only the
+// time left; bad durations and forged states refused.
 #include "checkpoint/checkpoint_file.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/forged_checkpoint.hpp"
@@ -48,46 +48,70 @@ nlohmann::json fit_report(const fs::path& report) {
 
 }  // namespace
 
-TEST_CASE("timer stops the fit once its duration is used: after a batch, or at an epoch end", "[plugins][timer]") {
+TEST_CASE("timer stops the fit once its duration is used: at fit_start, after a batch, or at an epoch end",
+          "[plugins][timer]") {
     TempDir dir;
     const auto hooks = dir.path() / "hooks.txt";
     const auto report = dir.path() / "r.json";
-    const auto run = [&](const std::string& timer_options, const std::string& top = "") {
-        fs::remove(hooks);
-        std::string text = timer_config(3, timer_options, recorder_table(hooks));
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string plugins = kPlugins + ",checkpoint";
+    const auto config = [&](const std::string& timer_options, const std::string& top = "") {
+        std::string text = timer_config(3, timer_options, recorder_table(hooks) + checkpoint_runs::checkpoint_table(ckpt));
         text.replace(text.find("epochs = 3\n"), 11, "epochs = 3\n" + top);
-        auto result = run_trainhost({"--config", dir.write("run.toml", text).string(), kPlugins, "--report", report.string()});
+        return dir.write("run.toml", text).string();
+    };
+    const auto run = [&](const std::string& timer_options, const std::string& top = "", const std::string& resume = "") {
+        fs::remove(hooks);
+        std::vector<std::string> arguments = {"--config", config(timer_options, top), plugins, "--report", report.string()};
+        if (!resume.empty()) arguments.insert(arguments.end(), {"--resume", resume});
+        auto result = run_trainhost(arguments);
         INFO(result.out << result.err);
         REQUIRE(result.exit_code == 0);
         return result;
     };
-    SECTION("no time at all: after the first batch, whose epoch is validated there and ends") {
-        const auto result = run("duration = \"00:00:00:00\"\n");
-        CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 1);
-        CHECK(count_of(hooks, "test_recorder:validation_end") == 1);
-        CHECK(count_of(hooks, "test_recorder:epoch_end") == 1);
-        CHECK_THAT(result.out,
-                   Contains("fit 1/1: 1 epoch, ") &&
-                       Contains(" (stopped by timer: time limit 00:00:00:00 reached after 00:00:00:00)\n"));
-        CHECK(fit_report(report)["stop_reason"] == "timer: time limit 00:00:00:00 reached after 00:00:00:00");
-    }
-    SECTION("interval = \"epoch\": at the first epoch end") {
-        (void)run("duration = \"00:00:00:00\"\ninterval = \"epoch\"\n");
-        CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 2);
-        CHECK(count_of(hooks, "test_recorder:epoch_end") == 1);
-    }
-    SECTION("held by min_steps, as any stop, and asked for once") {
-        const auto result = run("duration = \"00:00:00:00\"\n", "min_steps = 3\n");
-        CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 3);
-        CHECK(count_of(hooks, "test_recorder:epoch_end") == 2);
-        CHECK(occurrences(result.out, "timer asked to stop, but min_epochs = 0 and min_steps = 3 are not met yet") == 1);
-        CHECK_THAT(result.out, Contains("fit 1/1: 2 epochs, ") && Contains("(stopped by timer: time limit"));
+    SECTION("no time at all: no batch trains, as in Lightning") {
+        for (const std::string interval : {"step", "epoch"}) {
+            const auto result = run("duration = \"00:00:00:00\"\ninterval = \"" + interval + "\"\n");
+            CHECK(count_of(hooks, "test_recorder:batch_start") == 0);
+            CHECK(count_of(hooks, "test_recorder:fit_end") == 1);
+            CHECK_THAT(result.out, Contains("fit 1/1: 0 epochs") &&
+                                       Contains(" (stopped by timer: time limit 00:00:00:00 reached after 00:00:00:00)\n"));
+            CHECK(fit_report(report)["stop_reason"] == "timer: time limit 00:00:00:00 reached after 00:00:00:00");
+        }
     }
     SECTION("a day is plenty: every epoch trains") {
         const auto result = run("duration = \"01:00:00:00\"\n");
         CHECK(count_of(hooks, "test_recorder:epoch_end") == 3);
         CHECK(result.out.find("stopped by") == std::string::npos);
         CHECK(fit_report(report)["stop_reason"] == "");
+    }
+    SECTION("resumed with a microsecond of an hour left") {
+        const auto forged = dir.path() / "forged.safetensors";
+        // Saved at epoch 1's end, 2 steps in, as if the hour were used but for a microsecond.
+        REQUIRE(run_trainhost({"--config", config("duration = \"00:01:00:00\"\n"), plugins, "--epochs", "1"}).exit_code == 0);
+        trainhost::checkpoint::write_checkpoint(
+            forged, forged_checkpoint::StateBytes().put(3600.0 - 1e-6).as_state_of(
+                        "timer", trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors")));
+        SECTION("interval = \"step\": the stop comes after the first batch, whose epoch is validated there") {
+            const auto result = run("duration = \"00:01:00:00\"\n", "", forged.string());
+            CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 1);
+            CHECK(count_of(hooks, "test_recorder:validation_end") == 1);
+            CHECK(count_of(hooks, "test_recorder:epoch_end") == 1);
+            CHECK_THAT(result.out, Contains("fit 1/1: 1 epoch, ") &&
+                                       Contains(" (stopped by timer: time limit 00:01:00:00 reached after 00:01:00:00)\n"));
+        }
+        SECTION("interval = \"epoch\": at the epoch's end") {
+            (void)run("duration = \"00:01:00:00\"\ninterval = \"epoch\"\n", "", forged.string());
+            CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 2);
+            CHECK(count_of(hooks, "test_recorder:epoch_end") == 1);
+        }
+        SECTION("held by min_steps, as any stop, and asked for once") {
+            const auto result = run("duration = \"00:01:00:00\"\n", "min_steps = 5\n", forged.string());
+            CHECK(count_of(hooks, "test_recorder:after_optimizer_step") == 3);
+            CHECK(count_of(hooks, "test_recorder:epoch_end") == 2);
+            CHECK(occurrences(result.out, "timer asked to stop, but min_epochs = 0 and min_steps = 5 are not met yet") == 1);
+            CHECK_THAT(result.out, Contains("fit 1/1: 2 epochs, ") && Contains("(stopped by timer: time limit"));
+        }
     }
 }
 
@@ -126,7 +150,10 @@ TEST_CASE("a resumed timer has only the time its checkpoint left, and refuses a 
                                           "was saved (00:02:00:00 elapsed))\n"));
     }
     for (const auto& [seconds, shown] : std::vector<std::pair<double, std::string>>{
-             {-1, "-1"}, {std::numeric_limits<double>::quiet_NaN(), "nan"}, {std::numeric_limits<double>::infinity(), "inf"}}) {
+             {-1, "-1"},
+             {std::numeric_limits<double>::quiet_NaN(), "nan"},
+             {std::numeric_limits<double>::infinity(), "inf"},
+             {1e300, "1e+300"}}) {
         DYNAMIC_SECTION("a forged state of " << shown << " seconds") {
             auto rest = resume(seconds);
             CHECK(rest.exit_code == 1);
@@ -138,8 +165,8 @@ TEST_CASE("a resumed timer has only the time its checkpoint left, and refuses a 
 
 TEST_CASE("timer refuses a duration that is not DD:HH:MM:SS, and one left out", "[plugins][timer]") {
     TempDir dir;
-    for (const char* duration : {"12:00:00", "00:12:00:00:00", "1d", "00:-1:00:00", "00:1.5:00:00", "", "0000000000:00:00:00",
-                                 "00:12:00:00 "}) {
+    for (const char* duration : {"12:00:00", "00:12:00:00:00", "1d", "00:-1:00:00", "00:1.5:00:00", "", "0:0:0:5",
+                                 "00:100:00:00", "1000000000:00:00:00", "00 :12:00:00"}) {
         DYNAMIC_SECTION("'" << duration << "'") {
             const auto config = dir.write("run.toml", timer_config(1, "duration = \"" + std::string(duration) + "\"\n"));
             auto run = run_trainhost({"--config", config.string(), "--plugins=timer"});
@@ -149,9 +176,16 @@ TEST_CASE("timer refuses a duration that is not DD:HH:MM:SS, and one left out", 
                                          std::string(duration) + "'\n"));
         }
     }
-    SECTION("36 hours in the hours field is a duration, as in Lightning") {
-        const auto config = dir.write("run.toml", timer_config(1, "duration = \"00:36:00:00\"\n"));
-        CHECK(run_trainhost({"--config", config.string(), "--plugins=timer"}).exit_code == 0);
+    // As Lightning's: two digits for hours, minutes and seconds, as large as they go,
+    // up to 9 for days (a timedelta's most), whitespace around stripped.
+    for (const char* duration : {"00:36:00:00", "0:00:99:99", "999999999:00:00:00", " 00:12:00:00\\t"}) {
+        DYNAMIC_SECTION("'" << duration << "' is a duration") {
+            const auto config = dir.write("run.toml", timer_config(1, "duration = \"" + std::string(duration) + "\"\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=timer"});
+            INFO(run.out << run.err);
+            CHECK(run.exit_code == 0);
+            CHECK(run.out.find("stopped by") == std::string::npos);
+        }
     }
     SECTION("no duration") {
         const auto config = dir.write("run.toml", sgd_runs::sgd_config(1, 0.1, ""));

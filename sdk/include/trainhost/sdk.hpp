@@ -205,8 +205,8 @@ using TrainState = th_train_state;
 
 // Which epoch ends have this epoch's val_* metrics, for a plugin that reads them at
 // epoch_end; fed from on_epoch_start and on_validation_end. An epoch without a
-// validation (check_val_every_n_epoch, or a stop before its first batch) keeps the last
-// validation's val_* metrics.
+// validation (check_val_every_n_epoch, or a stop that took effect before its first
+// batch) keeps the last validation's val_* metrics.
 class ValidationTracker {
 public:
     void epoch_started() noexcept { in_epoch_ = false; }
