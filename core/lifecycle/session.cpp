@@ -400,6 +400,7 @@ void Session::train_fit(FitRecord& record) {
     const config::RunConfig& config = options_.config;
     FitState& fit = *fit_;
     build_fit();
+    if (state_.fit_index == 0) print_model_summary();
     restore_weights();  // before setup: a plugin that keeps the initial weights keeps these
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();

@@ -148,6 +148,7 @@ private:
     // The model's fit to the data is known only once the data is loaded: checked
     // then, before any plugin loads or buffer is allocated.
     void check_model_fits_data() const;
+    void print_model_summary();  // the first fit's, once its model is built
     [[nodiscard]] std::size_t output_width() const noexcept;
     void load_plugins();
     void run_fit(std::uint32_t index, FitRecord& record);

@@ -1,12 +1,16 @@
-// The session's data: loading and splitting it, and checking that the model can
-// take it before anything else is built.
+// The session's data: loading and splitting it, checking that the model can take
+// it before anything else is built, and the model's summary.
 #include "errors.hpp"
+#include "lifecycle/fit_state.hpp"
 #include "lifecycle/session.hpp"
 
 #include "data/idx_reader.hpp"
 #include "data/synthetic.hpp"
 #include "nn/layer_shapes.hpp"
+#include "resources/violation.hpp"
 
+#include <algorithm>
+#include <array>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <ostream>
@@ -65,6 +69,29 @@ void Session::check_model_fits_data() const {
                                       classes ? "class labels" : "target vectors",
                                       classes ? "cross_entropy" : "mse or bce_with_logits"));
     (void)nn::plan_layer_shapes(config.model, train_.sample_shape, output_width());
+}
+
+// Lightning's ModelSummary, shorter: the parameters in a line, and with --verbose
+// each layer's output shape and parameters.
+void Session::print_model_summary() {
+    const config::ModelSpec& spec = options_.config.model;
+    const nn::Model& model = *fit_->model;
+    const std::size_t parameters = model.parameter_count();
+    out_ << fmt::format("model: {} layer{}, {} parameters ({})\n", spec.layers.size(), spec.layers.size() == 1 ? "" : "s",
+                        parameters, resources::human_bytes(parameters * sizeof(float)));
+    if (!options_.verbose) return;
+    const std::vector<nn::LayerShape> shapes = nn::plan_layer_shapes(spec, train_.sample_shape, output_width());
+    const std::vector<std::size_t> counts = model.parameters_by_layer();
+    std::vector<std::array<std::string, 4>> rows = {{"#", "layer", "output", "parameters"}};
+    for (std::size_t i = 0; i < spec.layers.size(); ++i)
+        rows.push_back({std::to_string(i + 1), spec.layers[i].type, fmt::format("{}", fmt::join(shapes[i].output, "x")),
+                        std::to_string(counts[i])});
+    std::array<std::size_t, 4> widths{};
+    for (const auto& row : rows)
+        for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+    for (const auto& row : rows)
+        out_ << fmt::format("  {:>{}}  {:<{}}  {:<{}}  {:>{}}\n", row[0], widths[0], row[1], widths[1], row[2], widths[2],
+                            row[3], widths[3]);
 }
 
 const data::Dataset& Session::predict_data() const {

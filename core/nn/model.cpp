@@ -34,6 +34,7 @@ Model::Model(const config::ModelSpec& spec, const SampleShape& input_shape, std:
     data::Rng init_rng(seed);
     widths_.push_back(element_count(input_shape));
     std::size_t param_layer = 0;  // two ParamIds per layer with parameters, stable for the same spec
+    spec_layers_ = spec.layers.size();
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         const config::LayerSpec& layer = spec.layers[i];
         const SampleShape& in = plan[i].input;
@@ -111,6 +112,13 @@ std::size_t Model::parameter_count() const noexcept {
     std::size_t n = 0;
     for (const Parameter* p : parameters_) n += p->value.numel();
     return n;
+}
+
+std::vector<std::size_t> Model::parameters_by_layer() const {
+    std::vector<std::size_t> counts(spec_layers_, 0);
+    for (std::size_t i = 0; i < layers_.size(); ++i)
+        for (const Parameter& p : layers_[i]->parameters()) counts[spec_index_[i]] += p.value.numel();
+    return counts;
 }
 
 }  // namespace trainhost::nn

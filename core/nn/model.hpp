@@ -37,6 +37,9 @@ public:
 
     [[nodiscard]] const std::vector<Parameter*>& parameters() const noexcept { return parameters_; }
     [[nodiscard]] std::size_t parameter_count() const noexcept;
+    // [i]: the parameters of the config's layer i (0 for one without, such as an
+    // activation, fused into a dense layer or not).
+    [[nodiscard]] std::vector<std::size_t> parameters_by_layer() const;
     // Random generators of the layers that draw, named "layer<i>" after their place
     // in the config, for checkpoints.
     [[nodiscard]] std::vector<std::pair<std::string, data::Rng*>> generators() const;
@@ -44,6 +47,7 @@ public:
 private:
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<std::size_t> spec_index_;  // [i] = the config's index of layers_[i]
+    std::size_t spec_layers_ = 0;          // the config's layer count
     std::vector<std::size_t> widths_;     // widths_[i] = input width of layer i; back() = output
     std::vector<Tensor> activations_;     // [i] = input of layer i; back() = model output
     std::vector<Tensor> gradients_;       // [i] = d loss / d activations_[i]; [0] unused
