@@ -52,6 +52,12 @@ std::vector<std::string> lines_of(const std::string& text) {
     return lines;
 }
 
+std::size_t occurrences(const std::string& text, const std::string& part) {
+    std::size_t count = 0;
+    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+    return count;
+}
+
 TempDir::TempDir() {
     static std::atomic<int> counter{0};
     path_ = fs::temp_directory_path() / ("trainhost-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));

@@ -46,6 +46,7 @@ private:
 
 [[nodiscard]] std::string read_file(const std::filesystem::path& file);
 [[nodiscard]] std::vector<std::string> lines_of(const std::string& text);
+[[nodiscard]] std::size_t occurrences(const std::string& text, const std::string& part);  // overlapping ones too
 [[nodiscard]] std::vector<std::string> files_in(const std::filesystem::path& dir);  // names, sorted
 [[nodiscard]] std::string test_plugin(const std::string& name);  // path of a tests/plugins .so
 

@@ -8,19 +8,10 @@
 #include <string>
 
 using Catch::Matchers::Contains;
+using test_support::occurrences;
 using test_support::run_trainhost;
 using test_support::TempDir;
 using test_support::tiny_config;
-
-namespace {
-
-std::size_t occurrences(const std::string& text, const std::string& part) {
-    std::size_t count = 0;
-    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
-    return count;
-}
-
-}  // namespace
 
 TEST_CASE("the model's summary: its parameters in a line, each layer's with --verbose", "[model_summary]") {
     TempDir dir;

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using test_support::occurrences;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -34,12 +35,6 @@ std::string recorder_table(const fs::path& hooks) { return "\n[plugins.test_reco
 std::size_t count_of(const fs::path& hooks, const std::string& line) {
     const auto lines = test_support::lines_of(test_support::read_file(hooks));
     return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
-}
-
-std::size_t occurrences(const std::string& text, const std::string& part) {
-    std::size_t count = 0;
-    for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
-    return count;
 }
 
 nlohmann::json fit_report(const fs::path& report) {

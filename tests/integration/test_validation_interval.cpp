@@ -44,6 +44,14 @@ std::string ends_of(const fs::path& hooks) {
     return ends;
 }
 
+// The report's `validated` flag of each epoch of the first fit.
+std::vector<bool> validated(const fs::path& report) {
+    std::vector<bool> flags;
+    const auto json = nlohmann::json::parse(test_support::read_file(report));
+    for (const auto& epoch : json["fits"][0]["epochs"]) flags.push_back(epoch["validated"].get<bool>());
+    return flags;
+}
+
 }  // namespace
 
 TEST_CASE("check_val_every_n_epoch validates after the epochs whose number it divides, and changes no training",
@@ -77,10 +85,7 @@ TEST_CASE("check_val_every_n_epoch validates after the epochs whose number it di
         CHECK(some[2]["val_loss"].get<double>() == some[1]["val_loss"].get<double>());
         CHECK(some[4]["val_loss"].get<double>() == some[3]["val_loss"].get<double>());
         CHECK(some[3]["val_loss"].get<double>() != some[1]["val_loss"].get<double>());
-        std::vector<bool> validated;
-        const auto report = nlohmann::json::parse(test_support::read_file(second_report));
-        for (const auto& epoch : report["fits"][0]["epochs"]) validated.push_back(epoch["validated"].get<bool>());
-        CHECK(validated == std::vector<bool>{false, true, false, true, false});
+        CHECK(validated(second_report) == std::vector<bool>{false, true, false, true, false});
     }
     SECTION("more than the epochs: none is validated") {
         (void)run("none", 2, "check_val_every_n_epoch = 3\n");
@@ -127,12 +132,6 @@ TEST_CASE("a stop that takes effect after a batch validates there where the inte
         INFO(result.out << result.err);
         REQUIRE(result.exit_code == 0);
         return std::pair{result, report};
-    };
-    const auto validated = [](const fs::path& report) {
-        std::vector<bool> flags;
-        const auto json = nlohmann::json::parse(test_support::read_file(report));
-        for (const auto& epoch : json["fits"][0]["epochs"]) flags.push_back(epoch["validated"].get<bool>());
-        return flags;
     };
     SECTION("after step 3, epoch 2's first batch: the weights validated are those max_steps = 3 leaves") {
         const auto [stopped, stopped_report] = run("stopped", "", "stop_at_step = 3\n");
