@@ -350,7 +350,8 @@ int run_command(int argc, char** argv) {
                    "start each fit from a checkpoint's parameters alone (fine-tune, or predict): a path, or 'last'")
         ->type_name("PATH")->check(a_path());
     app.add_flag("--verbose", args.verbose,
-                 "print the plugin order, the model's layers, model moves, resume points and debug logs");
+                 "print the CPU threads, the plugin order, the model's layers, model moves, resume points, stop "
+                 "requests, where max_steps ended a fit, and debug logs");
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     cli::InspectOptions inspect_args;
     CLI::App* inspect = app.add_subcommand("inspect", "print what a plugin declares, without creating it");
