@@ -395,7 +395,7 @@ TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
     auto run = run_trainhost({"list-plugins"});
     CHECK(run.exit_code == 0);
     for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger", "memory_monitor",
-                               "pruning", "lr_scheduler", "reduce_lr_on_plateau", "timer"})
+                               "pruning", "lr_scheduler", "reduce_lr_on_plateau", "timer", "stochastic_weight_averaging"})
         CHECK_THAT(run.out, Contains(plugin));
 }
 

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -32,13 +33,20 @@ std::set<std::string> failed_tests(const std::string& out) {
 
 TEST_CASE("every built-in plugin passes the conformance suite at strictness 10", "[validate]") {
     TempDir dir;
-    // timer's duration has no default: a day, so that no test's fit is stopped by it.
-    const auto timer_options = dir.write("timer.toml", "[plugins.timer]\nduration = \"01:00:00:00\"\n");
-    for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger",
-                               "memory_monitor", "pruning", "lr_scheduler", "reduce_lr_on_plateau", "timer"}) {
+    // Options without a default: timer's duration, a day, so that no test's fit is
+    // stopped by it; stochastic_weight_averaging's rate.
+    const std::map<std::string, std::filesystem::path> required = {
+        {"timer", dir.write("timer.toml", "[plugins.timer]\nduration = \"01:00:00:00\"\n")},
+        {"stochastic_weight_averaging",
+         dir.write("swa.toml", "[plugins.stochastic_weight_averaging]\nswa_lrs = 0.01\n")},
+    };
+    for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger", "memory_monitor",
+                               "pruning", "lr_scheduler", "reduce_lr_on_plateau", "timer",
+                               "stochastic_weight_averaging"}) {
         DYNAMIC_SECTION(plugin) {
             std::vector<std::string> arguments = {"validate", plugin, "--strictness", "10"};
-            if (std::string(plugin) == "timer") arguments.insert(arguments.end(), {"--config", timer_options.string()});
+            if (const auto options = required.find(plugin); options != required.end())
+                arguments.insert(arguments.end(), {"--config", options->second.string()});
             auto run = run_trainhost(arguments);
             INFO(run.out << run.err);
             CHECK(run.exit_code == 0);
