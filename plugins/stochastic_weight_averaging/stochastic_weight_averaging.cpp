@@ -98,7 +98,7 @@ public:
         } else if (latest_update_epoch_ > static_cast<std::int64_t>(state.epoch)) {
             // The resume point is where the saved average can have reached, no further.
             throw std::runtime_error("the checkpoint's state averaged epoch " + std::to_string(latest_update_epoch_ + 1) +
-                                     ", past the epoch it resumes (" + std::to_string(state.epoch + 1) + ")");
+                                     ", past the epoch it was saved in (" + std::to_string(state.epoch + 1) + ")");
         }
         restored_ = false;
         epochs_started_ = 0;
@@ -107,8 +107,7 @@ public:
             ctx.warn("averaging would start at epoch " + std::to_string(first_epoch_ + 1) + ", after the fit's last (" +
                      std::to_string(last_epoch_ + 1) + "): " +
                      (averaged_ == 0 ? std::string("nothing is averaged, and the model keeps its trained weights")
-                                     : "no epoch is added to the checkpoint's average, which the last epoch's end "
-                                       "applies"));
+                                     : "no epoch is added to the checkpoint's average of " + averaged_epochs()));
     }
 
     // Lightning averages at each epoch's start: the weights the epoch before left.
@@ -169,10 +168,14 @@ public:
     }
 
     void on_fit_end(Context& ctx) override {
-        if (applied_ || averaged_ == 0 || epochs_started_ == 0) return;
-        ctx.warn("the fit ended after epoch " + std::to_string(ctx.state().epoch + 1) + ", before its last (" +
-                 std::to_string(last_epoch_ + 1) + "): the average of " + averaged_epochs() +
-                 " was not applied, as in Lightning, and the model keeps its trained weights");
+        if (applied_ || averaged_ == 0) return;
+        if (epochs_started_ == 0)
+            ctx.warn("no epoch was left to train: the checkpoint's average of " + averaged_epochs() +
+                     " was not applied, and the model keeps the weights it was saved with");
+        else
+            ctx.warn("the fit ended after epoch " + std::to_string(ctx.state().epoch + 1) + ", before its last (" +
+                     std::to_string(last_epoch_ + 1) + "): the average of " + averaged_epochs() +
+                     " was not applied, as in Lightning, and the model keeps its trained weights");
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
@@ -211,7 +214,9 @@ public:
             throw std::runtime_error("saved state has " + std::to_string(averaged) + " epochs averaged, from epoch index " +
                                      std::to_string(first_update_epoch) + " to " + std::to_string(latest_update_epoch) +
                                      ", which no fit can have");
-        if (!epoch_index(anneal_start_epoch) || (some && (anneal_start_epoch < 0 || anneal_start_epoch > first_update_epoch)))
+        // The annealing begins in the hook that averages the first epoch.
+        if (!epoch_index(anneal_start_epoch) || (none && anneal_start_epoch != -1) ||
+            (some && (anneal_start_epoch < 0 || anneal_start_epoch > first_update_epoch)))
             throw std::runtime_error("saved state has annealing start at epoch index " +
                                      std::to_string(anneal_start_epoch) + ", which its averaged epochs rule out");
         if (anneal_start_epoch >= 0 && !(base_lr >= 0 && base_lr <= kMostRate))  // NaN too

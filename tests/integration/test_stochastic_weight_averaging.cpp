@@ -357,7 +357,9 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
               "saved state has 1 epochs averaged, from epoch index -1 to 0, which no fit can have"},
              {"annealing begun after the averaging", header(1, 0, 0, 1, 0.1, 0, 4),
               "saved state has annealing start at epoch index 1, which its averaged epochs rule out"},
-             {"a negative rate", header(0, -1, -1, 0, -0.1, 0, 0),
+             {"annealing begun with nothing averaged", header(0, -1, -1, 0, 0.1, 0, 0),
+              "saved state has annealing start at epoch index 0, which its averaged epochs rule out"},
+             {"a negative rate", header(1, 0, 0, 0, -0.1, 0, 4),
               "saved state has a learning rate of -0.1 to anneal from, not one in [0, 1000]"},
              {"a NaN rate", header(1, 0, 0, 0, std::numeric_limits<double>::quiet_NaN(), 0, 4),
               "saved state has a learning rate of nan to anneal from, not one in [0, 1000]"},
@@ -382,13 +384,32 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
         auto rest = resume(with_average(header(1, 2, 2, 2, 0.1, 0, 4), 0.5f));
         CHECK(rest.exit_code == 4);
         CHECK_THAT(rest.err, Contains("error: plugin 'stochastic_weight_averaging' failed in fit_start: the checkpoint's "
-                                      "state averaged epoch 3, past the epoch it resumes (1)\n"));
+                                      "state averaged epoch 3, past the epoch it was saved in (1)\n"));
     }
     SECTION("a whole forged average resumes, and is what the fit ends with where no further epoch is averaged") {
-        auto rest = resume(with_average(header(1, 0, 0, 0, 0.1, 0, 4), 0.5f));
+        // 2 epochs, averaging from epoch 3: epoch 2 adds nothing, and its end applies the checkpoint's average.
+        const auto past = dir.write("past.toml", swa_config(2, "swa_lrs = 0.01\nswa_epoch_start = 3\n", ckpt));
+        trainhost::checkpoint::write_checkpoint(
+            path, with_average(header(1, 0, 0, 0, 0.1, 0, 4), 0.5f).as_state_of("stochastic_weight_averaging", saved));
+        auto rest = run_trainhost({"--config", past.string(), kPlugins, "--resume", path.string()});
         INFO(rest.out << rest.err);
-        CHECK(rest.exit_code == 0);
-        CHECK_THAT(rest.out, Contains("the model now holds the average of the weights at 3 epoch starts, from epoch 1's "
-                                      "to epoch 3's\n"));
+        REQUIRE(rest.exit_code == 0);
+        CHECK_THAT(rest.err, Contains("warning: [stochastic_weight_averaging] averaging would start at epoch 3, after the "
+                                      "fit's last (2): no epoch is added to the checkpoint's average of the weights at "
+                                      "epoch 1's start\n"));
+        CHECK_THAT(rest.out, Contains("the model now holds the average of the weights at epoch 1's start\n"));
+        const auto last = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+        for (const std::string& name : kParams)
+            for (const float v : floats_of(last, name)) CHECK(v == 0.5f);
+    }
+    SECTION("no epoch left to train: the checkpoint's average is not applied, and said so") {
+        trainhost::checkpoint::write_checkpoint(
+            path, with_average(header(1, 0, 0, 0, 0.1, 0, 4), 0.5f).as_state_of("stochastic_weight_averaging", saved));
+        auto none_left = run_trainhost({"--config", config.string(), kPlugins, "--resume", path.string(), "--epochs", "1"});
+        INFO(none_left.out << none_left.err);
+        REQUIRE(none_left.exit_code == 0);
+        CHECK_THAT(none_left.err, Contains("warning: [stochastic_weight_averaging] no epoch was left to train: the "
+                                           "checkpoint's average of the weights at epoch 1's start was not applied, and "
+                                           "the model keeps the weights it was saved with\n"));
     }
 }
