@@ -413,3 +413,26 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
                                            "the model keeps the weights it was saved with\n"));
     }
 }
+
+TEST_CASE("stochastic_weight_averaging follows the model where togpu moves it every epoch, and leaves the ledger clean",
+          "[plugins][swa][devices]") {
+    TempDir dir;
+    const std::string options = "swa_lrs = 0.01\nswa_epoch_start = 2\nannealing_epochs = 2\n";
+    const auto still = dir.path() / "still";
+    REQUIRE(run_trainhost({"--config", dir.write("still.toml", swa_config(4, options, still)).string(), kPlugins})
+                .exit_code == 0);
+    // FluxTraining's ToGPU case: the weights move each epoch, the parameter indices stay.
+    const auto moved = dir.path() / "moved";
+    auto run = run_trainhost({"--config",
+                              dir.write("moved.toml", swa_config(4, options, moved,
+                                                                 "\n[plugins.togpu]\ntarget = \"cpu:1\"\nwhen = "
+                                                                 "\"every_epoch\"\n"))
+                                  .string(),
+                              std::string(kPlugins) + ",togpu"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("the model now holds the average of the weights at 3 epoch starts"));
+    CHECK_THAT(run.last_line(), Catch::Matchers::StartsWith("resources: clean"));
+    for (const char* prefix : {"param/", "optimizer/", "plugin/stochastic_weight_averaging"})
+        checkpoint_runs::check_same_tensors(epoch_file(still, 3), epoch_file(moved, 3), prefix);
+}
