@@ -6,7 +6,6 @@
 #include <trainhost/sdk.hpp>
 
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <string>
@@ -14,6 +13,7 @@
 namespace {
 
 using trainhost::sdk::Context;
+using trainhost::sdk::format_number;
 
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
@@ -78,11 +78,13 @@ public:
             return;
         }
         if (!std::isnan(stopping_threshold_) && better(v, stopping_threshold_)) {
-            ctx.request_stop(monitor_ + " = " + format(v) + " reached stopping_threshold " + format(stopping_threshold_));
+            ctx.request_stop(monitor_ + " = " + format_number(v) + " reached stopping_threshold " +
+                             format_number(stopping_threshold_));
             return;
         }
         if (!std::isnan(divergence_threshold_) && better(divergence_threshold_, v)) {
-            ctx.request_stop(monitor_ + " = " + format(v) + " diverged past " + format(divergence_threshold_));
+            ctx.request_stop(monitor_ + " = " + format_number(v) + " diverged past " +
+                             format_number(divergence_threshold_));
             return;
         }
         if (better(v, maximize_ ? best_ + min_delta_ : best_ - min_delta_)) {
@@ -92,8 +94,9 @@ public:
             return;
         }
         if (++wait_ < patience_) return;
-        const std::string what = min_delta_ >= 0 ? "did not improve by more than " + format(min_delta_)
-                                                  : "was " + format(-min_delta_) + " or more worse than its best";
+        const std::string what = min_delta_ >= 0
+                                     ? "did not improve by more than " + format_number(min_delta_)
+                                     : "was " + format_number(-min_delta_) + " or more worse than its best";
         ctx.request_stop(reason(what + " for " + std::to_string(wait_) + " " + checks_are_));
     }
 
@@ -155,13 +158,9 @@ private:
     static constexpr std::int64_t kMostEpochs = TH_MAX_EPOCHS;  // the host's limit on `epochs`
 
     [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
-    static std::string format(double v) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%.6g", v);
-        return text;
-    }
     [[nodiscard]] std::string reason(const std::string& what) const {
-        return monitor_ + " " + what + "; best " + format(best_) + " at epoch " + std::to_string(best_epoch_ + 1);
+        return monitor_ + " " + what + "; best " + format_number(best_) + " at epoch " +
+               std::to_string(best_epoch_ + 1);
     }
 
     trainhost::sdk::HostLink link_;  // for load_state, which gets no Context

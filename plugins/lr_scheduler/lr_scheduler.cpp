@@ -12,7 +12,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <numbers>
 #include <optional>
 #include <stdexcept>
@@ -21,6 +20,7 @@
 namespace {
 
 using trainhost::sdk::Context;
+using trainhost::sdk::format_number;
 using trainhost::sdk::OptionError;
 
 enum class Schedule { constant, step, exponential, cosine, linear };
@@ -86,11 +86,11 @@ public:
     void on_fit_start(Context& ctx) override {
         // The config's rate wins, as the host's own rule for a changed lr has it.
         if (began_at_lr_ && *began_at_lr_ != base_lr_)
-            ctx.warn("the schedule began at learning rate " + format(*began_at_lr_) + "; this run's is " +
-                     format(base_lr_) + ", and the schedule goes on from that");
+            ctx.warn("the schedule began at learning rate " + format_number(*began_at_lr_) + "; this run's is " +
+                     format_number(base_lr_) + ", and the schedule goes on from that");
         if (min_lr_ > base_lr_ && schedule_ != Schedule::constant)
-            ctx.warn("min_lr " + format(min_lr_) + " is above the optimizer's learning rate " + format(base_lr_) +
-                     ": the rate does not decay");
+            ctx.warn("min_lr " + format_number(min_lr_) + " is above the optimizer's learning rate " +
+                     format_number(base_lr_) + ": the rate does not decay");
     }
 
     void on_epoch_start(Context& ctx) override {
@@ -143,7 +143,8 @@ public:
         if (length > (std::uint64_t{1} << 60))
             throw std::runtime_error("saved state has a decay length of " + std::to_string(length) + " intervals");
         if (!(base_lr >= 0 && base_lr <= 1000))
-            throw std::runtime_error("saved state has a learning rate of " + format(base_lr) + ", not one in [0, 1000]");
+            throw std::runtime_error("saved state has a learning rate of " + format_number(base_lr) +
+                                     ", not one in [0, 1000]");
         began_at_lr_ = base_lr;
         if ((per_step == 1) != per_step_) {
             if (length != 0)
@@ -157,11 +158,6 @@ public:
     }
 
 private:
-    static std::string format(double v) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%.6g", v);
-        return text;
-    }
 
     [[nodiscard]] const char* unit() const { return per_step_ ? "step" : "epoch"; }
     [[nodiscard]] std::string counted(std::uint64_t n) const {

@@ -22,7 +22,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -205,7 +204,7 @@ public:
             out.put_string(pruning::pack_mask(values));
             if (!originals) continue;
             t.original.download(values);
-            out.put_string(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
+            out.put_floats(values);
         }
     }
 
@@ -239,11 +238,11 @@ public:
             t.mask.upload(values);
             t.pruned = pruning::count_pruned(values);
             if (!originals) continue;
-            const std::string bytes = in.get_string();
-            if (bytes.size() != t.numel * sizeof(float)) throw std::runtime_error("saved original of " + t.name + " has another size");
+            std::vector<float> original = in.get_floats();
+            if (original.size() != t.numel)
+                throw std::runtime_error("saved original of " + t.name + " has another size");
             if (!lottery_ticket_) continue;
-            std::memcpy(values.data(), bytes.data(), bytes.size());
-            t.original.upload(values);
+            t.original.upload(original);
         }
         apply_masks(ctx);
     }

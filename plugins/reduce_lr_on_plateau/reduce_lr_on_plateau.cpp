@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
 #include <stdexcept>
@@ -17,6 +16,7 @@
 namespace {
 
 using trainhost::sdk::Context;
+using trainhost::sdk::format_number;
 using trainhost::sdk::OptionError;
 
 class ReduceLrOnPlateau final : public trainhost::sdk::Callback {
@@ -125,7 +125,8 @@ private:
         // reduction made here would not hold.
         if (rate_left_ && ctx.learning_rate() != *rate_left_ && !warned_of_other_writer_) {
             warned_of_other_writer_ = true;
-            ctx.warn("the learning rate changed from " + format(*rate_left_) + " to " + format(ctx.learning_rate()) +
+            ctx.warn("the learning rate changed from " + format_number(*rate_left_) + " to " +
+                     format_number(ctx.learning_rate()) +
                      " since the last epoch's end: another plugin sets it, and reductions made here do not hold "
                      "against it");
         }
@@ -146,8 +147,8 @@ private:
                 ctx.set_learning_rate(new_lr);
                 const char* counted = ctx.state().check_val_every_n_epoch > 1 ? " validation(s)" : " epoch(s)";
                 ctx.info("reduce_lr_on_plateau: " + monitor_ + " did not improve for " + std::to_string(bad_epochs_) +
-                         counted + " (best " + format(best_) + "): learning rate " + format(old_lr) + " -> " +
-                         format(new_lr) + " after epoch " + std::to_string(ctx.state().epoch + 1));
+                         counted + " (best " + format_number(best_) + "): learning rate " + format_number(old_lr) +
+                         " -> " + format_number(new_lr) + " after epoch " + std::to_string(ctx.state().epoch + 1));
             }
             cooldown_left_ = cooldown_;
             bad_epochs_ = 0;
@@ -163,11 +164,6 @@ private:
     [[nodiscard]] bool improves(double current) const {
         if (maximize_) return current > (relative_ ? best_ * (1 + threshold_) : best_ + threshold_);
         return current < (relative_ ? best_ * (1 - threshold_) : best_ - threshold_);
-    }
-    static std::string format(double v) {
-        char text[32];
-        std::snprintf(text, sizeof text, "%.6g", v);
-        return text;
     }
 
     trainhost::sdk::HostLink link_;  // for load_state, which gets no Context

@@ -12,8 +12,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstring>
 #include <numbers>
 #include <optional>
 #include <stdexcept>
@@ -23,16 +21,11 @@
 namespace {
 
 using trainhost::sdk::Context;
+using trainhost::sdk::format_number;
 using trainhost::sdk::OptionError;
 
 constexpr std::int64_t kMostEpochs = TH_MAX_EPOCHS;
 constexpr double kMostRate = 1000;  // the host's bound on a learning rate
-
-std::string format(double v) {
-    char text[32];
-    std::snprintf(text, sizeof text, "%.6g", v);
-    return text;
-}
 
 class StochasticWeightAveraging final : public trainhost::sdk::Callback {
 public:
@@ -61,14 +54,14 @@ public:
         : link_(ctx.link()), swa_lr_(options.get_float("swa_lrs")), epoch_start_(options.get_float("swa_epoch_start")),
           annealing_epochs_(options.get_int("annealing_epochs")) {
         if (!(swa_lr_ > 0 && swa_lr_ <= kMostRate))
-            throw OptionError("swa_lrs must be in (0, 1000], as a learning rate, not " + format(swa_lr_));
+            throw OptionError("swa_lrs must be in (0, 1000], as a learning rate, not " + format_number(swa_lr_));
         const bool fraction = epoch_start_ >= 0 && epoch_start_ < 1;
         const bool epoch_number =
             epoch_start_ >= 1 && epoch_start_ <= kMostEpochs && epoch_start_ == std::floor(epoch_start_);
         if (!fraction && !epoch_number)
             throw OptionError("swa_epoch_start must be a fraction of the epochs in [0, 1), or a whole epoch number "
                               "from 1 to " +
-                              std::to_string(kMostEpochs) + ", not " + format(epoch_start_));
+                              std::to_string(kMostEpochs) + ", not " + format_number(epoch_start_));
         if (annealing_epochs_ < 0 || annealing_epochs_ > kMostEpochs)
             throw OptionError("annealing_epochs must be in [0, " + std::to_string(kMostEpochs) + "], not " +
                               std::to_string(annealing_epochs_));
@@ -145,7 +138,7 @@ public:
         if (!lr_set_ || warned_of_other_writer_) return;
         if (const double current = ctx.learning_rate(); current != *lr_set_) {
             warned_of_other_writer_ = true;
-            ctx.warn("the learning rate changed from " + format(*lr_set_) + " to " + format(current) +
+            ctx.warn("the learning rate changed from " + format_number(*lr_set_) + " to " + format_number(current) +
                      " during epoch " + std::to_string(ctx.state().epoch + 1) +
                      "'s training: another plugin sets it at its steps, and the annealing to swa_lrs does not hold "
                      "against it");
@@ -186,13 +179,9 @@ public:
         out.put<double>(base_lr_);
         out.put<std::uint8_t>(applied_ ? 1 : 0);
         out.put<std::uint32_t>(static_cast<std::uint32_t>(average_.size()));
-        // Each parameter's values as one string of fp32 bytes: one host call, not one a value.
-        const auto put_floats = [&](const std::vector<float>& values) {
-            out.put_string(std::string(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float)));
-        };
         for (std::size_t i = 0; i < average_.size(); ++i) {
-            put_floats(average_[i]);
-            if (applied_) put_floats(trained_[i]);
+            out.put_floats(average_[i]);
+            if (applied_) out.put_floats(trained_[i]);
         }
     }
 
@@ -220,7 +209,7 @@ public:
             throw std::runtime_error("saved state has annealing start at epoch index " +
                                      std::to_string(anneal_start_epoch) + ", which its averaged epochs rule out");
         if (anneal_start_epoch >= 0 && !(base_lr >= 0 && base_lr <= kMostRate))  // NaN too
-            throw std::runtime_error("saved state has a learning rate of " + format(base_lr) +
+            throw std::runtime_error("saved state has a learning rate of " + format_number(base_lr) +
                                      " to anneal from, not one in [0, 1000]");
         if (applied > 1 || (applied == 1 && averaged == 0))
             throw std::runtime_error("saved state says an average of " + std::to_string(averaged) + " epoch(s) was applied " +
@@ -236,13 +225,12 @@ public:
         std::vector<std::vector<float>> average(params);
         std::vector<std::vector<float>> trained(applied == 1 ? params : 0);
         const auto read_floats = [&](const trainhost::sdk::ParamInfo& param, const std::string& what) {
-            const std::string bytes = in.get_string();
-            if (bytes.size() != param.numel * sizeof(float))
-                throw std::runtime_error("saved state has " + std::to_string(bytes.size()) + " bytes of " + what +
-                                         " for parameter " + param.name + ", whose " + std::to_string(param.numel) +
-                                         " fp32 values take " + std::to_string(param.numel * sizeof(float)));
-            std::vector<float> values(param.numel);
-            std::memcpy(values.data(), bytes.data(), bytes.size());
+            std::vector<float> values = in.get_floats();
+            if (values.size() != param.numel)
+                throw std::runtime_error("saved state has " + std::to_string(values.size() * sizeof(float)) +
+                                         " bytes of " + what + " for parameter " + param.name + ", whose " +
+                                         std::to_string(param.numel) + " fp32 values take " +
+                                         std::to_string(param.numel * sizeof(float)));
             for (const float v : values)
                 if (!std::isfinite(v))
                     throw std::runtime_error("saved state has a non-finite value in " + what + " of parameter " +
@@ -286,7 +274,7 @@ private:
         const double current = ctx.learning_rate();
         if (lr_set_ && current != *lr_set_ && !warned_of_other_writer_) {
             warned_of_other_writer_ = true;
-            ctx.warn("the learning rate changed from " + format(*lr_set_) + " to " + format(current) +
+            ctx.warn("the learning rate changed from " + format_number(*lr_set_) + " to " + format_number(current) +
                      " since epoch " + std::to_string(epoch) +
                      "'s start: another plugin sets it, and the annealing to swa_lrs overrides it at each averaged "
                      "epoch's start");

@@ -108,11 +108,9 @@ public:
     void on_save_state(trainhost::sdk::StateWriter& out) override { out.put(elapsed()); }
     void on_load_state(trainhost::sdk::StateReader& in) override {
         const auto used = in.get<double>();
-        if (!(used >= 0 && used <= kMostSeconds)) {  // NaN too
-            char text[64];
-            std::snprintf(text, sizeof text, "saved state has %g seconds of training used", used);
-            throw std::runtime_error(text);
-        }
+        if (!(used >= 0 && used <= kMostSeconds))  // NaN too
+            throw std::runtime_error("saved state has " + trainhost::sdk::format_number(used) +
+                                     " seconds of training used");
         used_before_ = used;
         restored_ = true;
     }

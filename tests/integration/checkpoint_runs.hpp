@@ -1,5 +1,5 @@
-// What the checkpoint tests share: the plugin's table, a run that loads it, and a
-// bit-for-bit comparison of two checkpoints' tensors.
+// What the checkpoint tests share: the plugin's table, a run that loads it, a
+// tensor's values, and a bit-for-bit comparison of two checkpoints' tensors.
 #pragma once
 
 #include "checkpoint/checkpoint_file.hpp"
@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -24,6 +25,15 @@ inline test_support::RunResult run_trainhost(std::vector<std::string> arguments)
     for (const auto& a : arguments) named = named || a.rfind("--plugins", 0) == 0;
     if (!named) arguments.push_back("--plugins=checkpoint");
     return test_support::run_trainhost(arguments);
+}
+
+// The fp32 values of the tensor `name` (such as "param/dense0.weight") in `data`.
+inline std::vector<float> tensor_floats(const trainhost::checkpoint::CheckpointData& data, const std::string& name) {
+    const auto* tensor = data.find(name);
+    REQUIRE(tensor != nullptr);
+    std::vector<float> values(tensor->bytes.size() / sizeof(float));
+    std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
+    return values;
 }
 
 // Every tensor of `a` whose name starts with `prefix` is in `b` with the same bytes.

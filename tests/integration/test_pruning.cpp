@@ -8,11 +8,11 @@
 // is written, from the saved parameters.
 #include "../../plugins/pruning/pruning_select.hpp"
 #include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
 #include "data/idx_reader.hpp"
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -63,12 +63,7 @@ void check_clean(const Run& run) {
 }
 
 std::vector<float> saved_param(const fs::path& file, const std::string& name) {
-    const auto data = trainhost::checkpoint::read_checkpoint(file);
-    const auto* tensor = data.find("param/" + name);
-    REQUIRE(tensor != nullptr);
-    std::vector<float> values(tensor->bytes.size() / sizeof(float));
-    std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
-    return values;
+    return checkpoint_runs::tensor_floats(trainhost::checkpoint::read_checkpoint(file), "param/" + name);
 }
 
 }  // namespace

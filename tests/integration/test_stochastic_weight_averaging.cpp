@@ -10,7 +10,6 @@
 #include "integration/sgd_runs.hpp"
 
 #include <catch2/catch.hpp>
-#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
@@ -43,14 +42,6 @@ std::string swa_config(int epochs, const std::string& swa_options, const fs::pat
 }
 
 fs::path epoch_file(const fs::path& ckpt, int epoch) { return ckpt / ("epoch=" + std::to_string(epoch) + ".safetensors"); }
-
-std::vector<float> floats_of(const trainhost::checkpoint::CheckpointData& data, const std::string& name) {
-    const auto* tensor = data.find(name);
-    REQUIRE(tensor != nullptr);
-    std::vector<float> values(tensor->bytes.size() / sizeof(float));
-    std::memcpy(values.data(), tensor->bytes.data(), tensor->bytes.size());
-    return values;
-}
 
 const std::vector<std::string> kParams = {"param/dense0.weight", "param/dense0.bias", "param/dense1.weight",
                                           "param/dense1.bias"};
@@ -86,16 +77,17 @@ TEST_CASE("stochastic_weight_averaging ends the fit with the average of the weig
         for (const std::string& name : kParams) {
             INFO(name);
             // PyTorch's avg_fn: avg + (w - avg) / (n + 1), from the first snapshot.
-            std::vector<float> average = floats_of(saved[0], name);
+            std::vector<float> average = checkpoint_runs::tensor_floats(saved[0], name);
             for (int n = 1; n < 3; ++n) {
-                const std::vector<float> weights = floats_of(saved[n], name);
+                const std::vector<float> weights = checkpoint_runs::tensor_floats(saved[n], name);
                 for (std::size_t j = 0; j < average.size(); ++j)
                     average[j] += (weights[j] - average[j]) / static_cast<float>(n + 1);
             }
-            CHECK(floats_of(saved[3], name) == average);
+            CHECK(checkpoint_runs::tensor_floats(saved[3], name) == average);
             // Training moved the weights: the average is no snapshot of them.
-            CHECK(floats_of(saved[2], name) != average);
-            CHECK(floats_of(trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors"), name) == average);
+            CHECK(checkpoint_runs::tensor_floats(saved[2], name) != average);
+            const auto last = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+            CHECK(checkpoint_runs::tensor_floats(last, name) == average);
         }
         const auto lr = rates();
         REQUIRE(lr.size() == 4);
@@ -400,7 +392,7 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
         CHECK_THAT(rest.out, Contains("the model now holds the average of the weights at epoch 1's start\n"));
         const auto last = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
         for (const std::string& name : kParams)
-            for (const float v : floats_of(last, name)) CHECK(v == 0.5f);
+            for (const float v : checkpoint_runs::tensor_floats(last, name)) CHECK(v == 0.5f);
     }
     SECTION("no epoch left to train: the checkpoint's average is not applied, and said so") {
         trainhost::checkpoint::write_checkpoint(

@@ -227,6 +227,13 @@ private:
     bool in_fit_ = false;  // a validation ran in this fit
 };
 
+// A number in a message: six significant digits, as "%.6g" ("0.055", "1e-08", "nan").
+[[nodiscard]] inline std::string format_number(double value) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.6g", value);
+    return text;
+}
+
 // Where training is, for a progress line: "epoch 3/10", with max_steps (ABI 1.7)
 // "epoch 3/10 step 1200/5000", and where max_steps alone limits the fit "epoch 3
 // step 1200/5000" (its epochs are not a limit worth showing).
@@ -524,6 +531,11 @@ public:
         put<std::uint64_t>(text.size());
         write(text.data(), text.size());
     }
+    // fp32 values in one write, laid out as put_string of their bytes.
+    void put_floats(std::span<const float> values) {
+        put<std::uint64_t>(values.size_bytes());
+        write(values.data(), values.size_bytes());
+    }
 
 private:
     void write(const void* bytes, std::size_t size) {
@@ -550,6 +562,16 @@ public:
         std::string text(reinterpret_cast<const char*>(bytes_ + offset_), length);
         offset_ += length;
         return text;
+    }
+    // What put_floats wrote; refuses bytes that are no whole number of floats.
+    [[nodiscard]] std::vector<float> get_floats() {
+        const std::string bytes = get_string();
+        if (bytes.size() % sizeof(float) != 0)
+            throw std::runtime_error("saved state has " + std::to_string(bytes.size()) +
+                                     " bytes where fp32 values were written, no multiple of 4");
+        std::vector<float> values(bytes.size() / sizeof(float));
+        std::memcpy(values.data(), bytes.data(), bytes.size());
+        return values;
     }
     [[nodiscard]] bool done() const noexcept { return offset_ == size_; }
     // The bytes not read yet: a count read from the state is checked against them
