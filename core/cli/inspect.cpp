@@ -16,8 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string text_or(const char* text, const char* fallback) { return text && *text ? text : fallback; }
-
 std::string list_or_dash(const std::vector<std::string>& names) {
     return names.empty() ? std::string("-") : fmt::format("{}", fmt::join(names, ", "));
 }
@@ -37,10 +35,10 @@ bool is_stateful(const th_plugin_entry& entry) {
 void print_text(const th_plugin_entry& e, const fs::path& file, std::ostream& out) {
     const auto row = [&](const char* key, const std::string& value) { out << fmt::format("{:<13}{}\n", key, value); };
     row("name:", e.name);
-    row("version:", text_or(e.version, "(none)"));
+    row("version:", entry_text(e.version, "(none)"));
     row("file:", file.string());
     row("abi:", fmt::format("{}.{} (this trainhost speaks {}.{})", e.abi_major, e.abi_minor, TH_ABI_MAJOR, TH_ABI_MINOR));
-    row("description:", text_or(e.description, "(none)"));
+    row("description:", entry_text(e.description, "(none)"));
     row("after:", list_or_dash(plugin::split_names(e.after)));
     row("before:", list_or_dash(plugin::split_names(e.before)));
     row("reads:", list_or_dash(plugin::split_names(e.reads)));
@@ -59,8 +57,8 @@ void print_text(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
     std::vector<Row> rows{{"name", "type", "default", "doc"}};
     for (std::uint32_t i = 0; i < e.option_count; ++i) {
         const th_option_spec& spec = e.options[i];
-        rows.push_back({text_or(spec.name, "(unnamed)"), option_type_name(spec.type),
-                        spec.default_value ? spec.default_value : "(required)", text_or(spec.doc, "")});
+        rows.push_back({entry_text(spec.name, "(unnamed)"), option_type_name(spec.type),
+                        spec.default_value ? spec.default_value : "(required)", entry_text(spec.doc, "")});
     }
     std::size_t name_width = 0, type_width = 0, default_width = 0;
     for (const Row& r : rows) {
@@ -81,10 +79,10 @@ void print_text(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
 void print_json(const th_plugin_entry& e, const fs::path& file, std::ostream& out) {
     nlohmann::ordered_json j;
     j["name"] = e.name;
-    j["version"] = text_or(e.version, "");
+    j["version"] = entry_text(e.version, "");
     j["file"] = file.string();
     j["abi"] = {{"major", e.abi_major}, {"minor", e.abi_minor}};
-    j["description"] = text_or(e.description, "");
+    j["description"] = entry_text(e.description, "");
     j["after"] = plugin::split_names(e.after);
     j["before"] = plugin::split_names(e.before);
     j["reads"] = plugin::split_names(e.reads);
@@ -95,17 +93,19 @@ void print_json(const th_plugin_entry& e, const fs::path& file, std::ostream& ou
     j["options"] = nlohmann::ordered_json::array();
     for (std::uint32_t i = 0; i < e.option_count; ++i) {
         const th_option_spec& spec = e.options[i];
-        j["options"].push_back({{"name", text_or(spec.name, "")},
+        j["options"].push_back({{"name", entry_text(spec.name, "")},
                                 {"type", option_type_name(spec.type)},
                                 {"default", spec.default_value ? nlohmann::ordered_json(spec.default_value) : nullptr},
                                 {"required", spec.default_value == nullptr},
-                                {"doc", text_or(spec.doc, "")}});
+                                {"doc", entry_text(spec.doc, "")}});
     }
     // A plugin's strings need not be UTF-8: bad bytes become U+FFFD instead of an exception.
     out << j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << '\n';
 }
 
 }  // namespace
+
+std::string entry_text(const char* text, const char* fallback) { return text && *text ? text : fallback; }
 
 int inspect_plugin(const InspectOptions& options, std::ostream& out) {
     // The same resolution and checks as --plugins: load() runs the library's static

@@ -17,4 +17,7 @@ struct InspectOptions {
 // Returns 0; throws PluginLoadError (exit 2) with the loader's own messages.
 int inspect_plugin(const InspectOptions& options, std::ostream& out);
 
+// An entry's optional text (its version or description), or `fallback` where the plugin gives none.
+std::string entry_text(const char* text, const char* fallback);
+
 }  // namespace trainhost::cli

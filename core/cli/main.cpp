@@ -187,7 +187,8 @@ int list_plugins() {
             try {
                 auto library = plugin::PluginLibrary::load(file);
                 const th_plugin_entry& e = library->entry();
-                std::cout << fmt::format("  {:<20} {:<8} {}\n", e.name, e.version, e.description);
+                std::cout << fmt::format("  {:<20} {:<8} {}\n", e.name, cli::entry_text(e.version, "(none)"),
+                                         cli::entry_text(e.description, "(none)"));
             } catch (const PluginLoadError& error) {
                 std::cout << fmt::format("  {:<20} (not loadable: {})\n", file.filename().string(), error.what());
             }

@@ -162,11 +162,23 @@ th_control Session::dispatch(th_hook hook) {
             throw FitFailure(fmt::format("plugin '{}' failed in {}: {}", instance->name(), resources::hook_name(hook),
                                          outcome.message),
                              kExitTraining);
-        if (outcome.control == TH_STOP_FIT) request_stop(instance->owner(), outcome.message);
+        if (outcome.control == TH_STOP_FIT) stop_by_control(instance->owner(), hook, outcome.message);
         if (outcome.control == TH_SKIP_BATCH) control = TH_SKIP_BATCH;
     }
     enter(Phase::core);
     return control;
+}
+
+// TH_STOP_FIT is request_stop, and holds to its phase window.
+void Session::stop_by_control(resources::OwnerId owner, th_hook hook, std::string_view reason) {
+    if (hook >= TH_HOOK_FIT_START && hook <= TH_HOOK_EPOCH_END) {
+        request_stop(owner, reason);
+        return;
+    }
+    ledger_->record_misuse(owner, resources::MisuseKind::out_of_phase, 0,
+                           fmt::format("TH_STOP_FIT is not allowed in phase {} (allowed from fit_start to epoch_end, "
+                                       "as request_stop)",
+                                       resources::hook_name(hook)));
 }
 
 // For on_exception and teardown: every plugin runs, whatever the others did.
@@ -177,6 +189,7 @@ std::string Session::dispatch_unchecked(th_hook hook) {
     for (auto& instance : instances_) {
         if (!instance->overrides(hook)) continue;
         plugin::HookOutcome outcome = instance->call(hook);
+        if (outcome.control == TH_STOP_FIT) stop_by_control(instance->owner(), hook, outcome.message);
         if (!outcome.failed()) continue;
         std::string failure =
             fmt::format("plugin '{}' failed in {}: {}", instance->name(), resources::hook_name(hook), outcome.message);

@@ -177,6 +177,7 @@ private:
     void evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks);
     th_control dispatch(th_hook hook);
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
+    void stop_by_control(resources::OwnerId owner, th_hook hook, std::string_view reason);
     void check_scope(th_scope scope, std::string_view boundary);
     void check_growth(std::vector<resources::Leak> grown, std::string_view boundary);
     void check_interrupt();

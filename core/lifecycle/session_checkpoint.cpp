@@ -211,7 +211,16 @@ const Session::SamplesCrc& Session::samples_crc() {
     return *samples_crc_;
 }
 
-void Session::save_checkpoint(resources::OwnerId, std::string_view path, bool weights_only) {
+void Session::save_checkpoint(resources::OwnerId owner, std::string_view path, bool weights_only) {
+    // From save_state, a save would save that state again, and so on: refused, as a
+    // call out of its phase is.
+    if (state_writer_) {
+        std::string detail = fmt::format("save_checkpoint is not allowed while a checkpoint is being saved (from "
+                                         "save_state: plugin '{}' is saving its state)",
+                                         ledger_->owner_name(*state_writer_));
+        ledger_->record_misuse(owner, resources::MisuseKind::out_of_phase, 0, detail);
+        throw resources::ResourceError(TH_OUT_OF_PHASE, std::move(detail));
+    }
     if (!fit_ || !fit_->model || !fit_->optimizer)
         throw resources::ResourceError(TH_UNSUPPORTED, "there is no model to save: the fit failed before it was built");
     // A resume picks up between two batches. Inside one, its loss, samples and step are

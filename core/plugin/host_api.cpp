@@ -188,8 +188,9 @@ th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
 
 // `changes`: the declared name the call writes ("params"), empty for a read.
 th_status param_copy(th_host* host, const char* what, PhaseWindow window, std::string_view changes, std::uint32_t index,
-                     std::uint64_t count, auto&& copy) {
+                     const void* buffer, std::uint64_t count, auto&& copy) {
     return guarded(host, what, window, [&] {
+        if (buffer == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, fmt::format("{} needs a buffer", what));
         if (!changes.empty())
             if (th_status s = check_declared_write(host, what, changes); s != TH_OK) return s;
         ParamAccess storage;
@@ -204,16 +205,14 @@ th_status param_copy(th_host* host, const char* what, PhaseWindow window, std::s
 }
 
 th_status param_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
-    if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_read needs a buffer");
-    return param_copy(host, "param_read", kAnyHook, std::string_view(), index, count,
+    return param_copy(host, "param_read", kAnyHook, std::string_view(), index, dst, count,
                     [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.data, count * sizeof(float));
     });
 }
 
 th_status param_write(th_host* host, std::uint32_t index, const float* src, std::uint64_t count) {
-    if (host != nullptr && src == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "param_write needs a buffer");
-    return param_copy(host, "param_write", kAnyHook, kParamsName, index, count,
+    return param_copy(host, "param_write", kAnyHook, kParamsName, index, src, count,
                     [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_from_host(p.data, src, count * sizeof(float));
     });
@@ -264,6 +263,7 @@ th_status copy_to_host(th_host* host, th_handle src, std::uint64_t offset, void*
         if (dst == nullptr && bytes > 0) return fail(host, TH_INVALID_ARGUMENT, "copy_to_host needs a buffer");
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, src, offset, bytes);
+        if (bytes == 0) return TH_OK;  // the handle checked; a null buffer may come with nothing to copy
         memory_of(ledger, ledger.record(host->owner, src)).copy_to_host(dst, device, bytes);
         return TH_OK;
     });
@@ -274,6 +274,7 @@ th_status copy_from_host(th_host* host, th_handle dst, std::uint64_t offset, con
         if (src == nullptr && bytes > 0) return fail(host, TH_INVALID_ARGUMENT, "copy_from_host needs a buffer");
         resources::Ledger& ledger = host->services->ledger();
         void* device = ledger.address(host->owner, dst, offset, bytes);
+        if (bytes == 0) return TH_OK;  // the handle checked; a null buffer may come with nothing to copy
         memory_of(ledger, ledger.record(host->owner, dst)).copy_from_host(device, src, bytes);
         return TH_OK;
     });
@@ -459,8 +460,7 @@ th_status fill(th_host* host, th_handle buffer, float value) {
 }
 
 th_status grad_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
-    if (host != nullptr && dst == nullptr && count > 0) return fail(host, TH_INVALID_ARGUMENT, "grad_read needs a buffer");
-    return param_copy(host, "grad_read", kGradients, std::string_view(), index, count,
+    return param_copy(host, "grad_read", kGradients, std::string_view(), index, dst, count,
                       [&](ParamAccess& p, device::MemoryResource& memory) {
         memory.copy_to_host(dst, p.grad, count * sizeof(float));
     });

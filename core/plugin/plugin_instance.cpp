@@ -96,17 +96,33 @@ int raw_control(const th_hook_result& result) noexcept {
     return raw;
 }
 
+// The SDK's trampolines catch every exception, but a plugin on the bare C ABI may let
+// one cross it: that is its failure, named like any other, never a terminate in the host.
+template <typename Call>
+int call_plugin(Call&& call, std::string& thrown) noexcept {
+    try {
+        return static_cast<int>(call());
+    } catch (const std::exception& e) {
+        thrown = fmt::format("threw a C++ exception across the C ABI: {}", e.what());
+    } catch (...) {
+        thrown = "threw a C++ exception across the C ABI (not a std::exception)";
+    }
+    return TH_ERROR;
+}
+
 }  // namespace
 
 void PluginInstance::create() {
     th_hook_result result{};
     void* instance = nullptr;
-    const th_status status =
-        known_status(static_cast<int>(entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result)));
+    std::string thrown;
+    const th_status status = known_status(call_plugin(
+        [&] { return entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result); },
+        thrown));
     if (status != TH_OK || instance == nullptr) {
         // A refusal that still made an instance is destroyed, as every created one is.
-        if (instance != nullptr) entry().destroy(instance);
-        std::string message = message_of(result);
+        if (instance != nullptr && thrown.empty()) entry().destroy(instance);
+        std::string message = thrown.empty() ? message_of(result) : thrown;
         if (message.empty())
             message = status == TH_OK ? "create() returned no instance" : "create() failed without a message";
         if (status == TH_INVALID_ARGUMENT)
@@ -121,9 +137,10 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     if (function == nullptr || instance_ == nullptr) return {};
     th_hook_result result{};
     HookOutcome outcome;
-    const int status = static_cast<int>(function(instance_, &host_, &result));
+    std::string thrown;
+    const int status = call_plugin([&] { return function(instance_, &host_, &result); }, thrown);
     outcome.status = known_status(status);
-    outcome.message = message_of(result);
+    outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty())
         outcome.message = fmt::format("hook failed without a message (status {})", status);
     // A control value this host does not know cannot be obeyed: a plugin bug, not a silent continue.
@@ -141,8 +158,9 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
 HookOutcome PluginInstance::save_state() noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = known_status(static_cast<int>(entry().vtable->save_state(instance_, &host_, &result)));
-    outcome.message = message_of(result);
+    std::string thrown;
+    outcome.status = known_status(call_plugin([&] { return entry().vtable->save_state(instance_, &host_, &result); }, thrown));
+    outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty()) outcome.message = "save_state failed without a message";
     return outcome;
 }
@@ -150,8 +168,10 @@ HookOutcome PluginInstance::save_state() noexcept {
 HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) noexcept {
     th_hook_result result{};
     HookOutcome outcome;
-    outcome.status = known_status(static_cast<int>(entry().vtable->load_state(instance_, &host_, bytes, size, &result)));
-    outcome.message = message_of(result);
+    std::string thrown;
+    outcome.status = known_status(
+        call_plugin([&] { return entry().vtable->load_state(instance_, &host_, bytes, size, &result); }, thrown));
+    outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty()) outcome.message = "load_state failed without a message";
     return outcome;
 }

@@ -428,6 +428,20 @@ TEST_CASE("list-plugins and inspect say what is wrong with each entry of the sea
     CHECK_THAT(run.out, Contains("file:        " + test_support::test_plugin("test_thrower")));
 }
 
+TEST_CASE("list-plugins and inspect show a plugin without version or description as (none)", "[cli]") {
+    TempDir dir;
+    const auto plugins = dir.path() / "plugins";
+    std::filesystem::create_directories(plugins);
+    std::filesystem::copy_file(test_support::test_plugin("test_bare_no_text"), plugins / "test_bare_no_text.so");
+    const std::string env = "export TRAINHOST_PLUGIN_PATH=" + plugins.string();
+    auto run = run_trainhost({"list-plugins"}, env);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains(plugins.string() + ":\n  test_bare_no_text    (none)   (none)\n"));
+    run = run_trainhost({"inspect", "test_bare_no_text"}, env);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("version:     (none)\n") && Contains("description: (none)\n"));
+}
+
 TEST_CASE("a clean run reports per-epoch metrics and a clean verdict", "[cli][report]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2)).string();

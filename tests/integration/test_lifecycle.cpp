@@ -1,4 +1,5 @@
 // The hook order is a contract: these tests pin it, on success and on failure.
+#include "checkpoint/checkpoint_file.hpp"
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
@@ -119,6 +120,8 @@ TEST_CASE("a hook that breaks the hook contract fails the fit naming plugin and 
     const std::vector<std::pair<std::string, std::string>> faults = {
         {"bare_status", "plugin 'test_bare_bare_status' failed in batch_start: hook failed without a message (status 77)"},
         {"bad_control", "plugin 'test_bare_bad_control' failed in batch_start: hook returned an unknown control value 7"},
+        {"throws", "plugin 'test_bare_throws' failed in batch_start: threw a C++ exception across the C ABI: a C++ "
+                   "exception where the ABI says C"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {
@@ -128,6 +131,46 @@ TEST_CASE("a hook that breaks the hook contract fails the fit naming plugin and 
             CHECK_THAT(run.last_line(), Contains("resources: clean"));
         }
     }
+}
+
+TEST_CASE("a C++ exception thrown across the C ABI from create is the plugin's refusal to start", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_throws_in_create")});
+    CHECK(run.exit_code == 2);
+    CHECK(run.err == "error: plugin 'test_bare_throws_in_create' refused to start: threw a C++ exception across the C "
+                     "ABI: no instance today\n");
+}
+
+TEST_CASE("TH_STOP_FIT from a hook where request_stop is refused is a misuse, and stops nothing", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2)).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_stop_in_setup")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("misuse: plugin=test_bare_stop_in_setup kind=out_of_phase phase=setup") &&
+                            Contains("detail=TH_STOP_FIT is not allowed in phase setup (allowed from fit_start to "
+                                     "epoch_end, as request_stop)\n"));
+    CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs, "));
+    CHECK(run.out.find("stopped") == std::string::npos);
+    CHECK_THAT(run.last_line(), Contains("1 misuse") && EndsWith("test_bare_stop_in_setup out_of_phase"));
+}
+
+TEST_CASE("a checkpoint saved from save_state is refused, and the outer checkpoint keeps the whole state",
+          "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    const std::string plugin = "--plugins=" + test_plugin("test_bare_save_in_save_state");
+    auto run = run_trainhost({"--config", config, plugin}, "cd " + dir.path().string());
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("misuse: plugin=test_bare_save_in_save_state kind=out_of_phase phase=epoch_end") &&
+                            Contains("detail=save_checkpoint is not allowed while a checkpoint is being saved (from "
+                                     "save_state: plugin 'test_bare_save_in_save_state' is saving its state)\n"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "inner.safetensors"));
+    REQUIRE(std::filesystem::exists(dir.path() / "outer.safetensors"));
+    const auto saved = trainhost::checkpoint::read_checkpoint(dir.path() / "outer.safetensors");
+    const auto* state = saved.find("plugin/test_bare_save_in_save_state");
+    REQUIRE(state != nullptr);
+    CHECK(std::string(state->bytes.begin(), state->bytes.end()) == "whole");
 }
 
 TEST_CASE("a plugin that throws in on_exception too fails the run with both errors printed", "[lifecycle][faults]") {

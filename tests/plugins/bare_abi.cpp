@@ -6,19 +6,30 @@
 // required_option is no fault: an option without a default, which a config must set. Hook faults
 // (bare_status: a status the ABI does not define and no message; bad_control: success
 // with a control value the ABI does not define): the host must fail the fit naming
-// the plugin and the hook, and act on neither.
+// the plugin and the hook, and act on neither. Faults a loader cannot see: no_text (no
+// version or description, which list-plugins and inspect show as "(none)"); throws and
+// throws_in_create (a C++ exception across the C ABI, a named failure and never a
+// terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
+// save_in_save_state (a checkpoint saved from its own save_state: refused, never a
+// recursion).
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/alias.hpp>
 #include <trainhost/abi.h>
 
+#include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <tuple>
 
 namespace {
 
 bool fault_is(const char* fault) { return std::strcmp(BARE_ABI_FAULT, fault) == 0; }
 
-th_status create(const th_host_api*, th_host*, const th_option_value*, uint32_t, void** instance, th_hook_result*) {
+const th_host_api* g_api = nullptr;
+
+th_status create(const th_host_api* api, th_host*, const th_option_value*, uint32_t, void** instance, th_hook_result*) {
+    if (fault_is("throws_in_create")) throw std::runtime_error("no instance today");
+    g_api = api;
     static int token = 0;
     *instance = &token;
     return TH_OK;
@@ -26,17 +37,51 @@ th_status create(const th_host_api*, th_host*, const th_option_value*, uint32_t,
 
 void destroy(void*) {}
 
+th_status setup(void*, th_host*, th_hook_result* result) {
+    if (fault_is("stop_in_setup")) {
+        result->control = TH_STOP_FIT;
+        std::snprintf(result->message, sizeof result->message, "before anything ran");
+    }
+    return TH_OK;
+}
+
 th_status batch_start(void*, th_host*, th_hook_result* result) {
     if (fault_is("bare_status")) return static_cast<th_status>(77);
     if (fault_is("bad_control")) result->control = static_cast<th_control>(7);
+    if (fault_is("throws")) throw std::runtime_error("a C++ exception where the ABI says C");
     return TH_OK;
 }
+
+th_status epoch_end(void*, th_host* host, th_hook_result* result) {
+    if (!fault_is("save_in_save_state")) return TH_OK;
+    if (g_api->save_checkpoint(host, "outer.safetensors", 0) == TH_OK) return TH_OK;
+    std::snprintf(result->message, sizeof result->message, "save_checkpoint: %s", g_api->last_error(host));
+    return TH_ERROR;
+}
+
+// The nested save must be refused: the state saved is this one, whole.
+th_status save_state(void*, th_host* host, th_hook_result* result) {
+    const th_status nested = g_api->save_checkpoint(host, "inner.safetensors", 0);
+    if (nested != TH_OUT_OF_PHASE) {
+        std::snprintf(result->message, sizeof result->message, "a checkpoint saved from save_state was not refused");
+        return TH_ERROR;
+    }
+    return g_api->state_write(host, "whole", 5);
+}
+
+th_status load_state(void*, th_host*, const void*, uint64_t, th_hook_result*) { return TH_OK; }
 
 const th_plugin_entry* entry() noexcept {
     static const th_plugin_vtable vtable = [] {
         th_plugin_vtable value{};
         value.struct_size = fault_is("short_hook_table") ? 8 : sizeof value;
+        value.hooks[TH_HOOK_SETUP] = &setup;
         value.hooks[TH_HOOK_BATCH_START] = &batch_start;
+        value.hooks[TH_HOOK_EPOCH_END] = &epoch_end;
+        if (fault_is("save_in_save_state")) {
+            value.save_state = &save_state;
+            value.load_state = &load_state;
+        }
         return value;
     }();
     static const th_plugin_entry e = [] {
@@ -45,8 +90,8 @@ const th_plugin_entry* entry() noexcept {
         value.abi_major = TH_ABI_MAJOR;
         value.abi_minor = TH_ABI_MINOR;
         value.name = fault_is("bad_name") ? "Malformed-Entry" : TEST_PLUGIN_NAME;
-        value.version = "1";
-        value.description = "a plugin on the bare C ABI, broken in one way";
+        value.version = fault_is("no_text") ? nullptr : "1";
+        value.description = fault_is("no_text") ? nullptr : "a plugin on the bare C ABI, broken in one way";
         value.create = fault_is("no_create") ? nullptr : &create;
         value.destroy = &destroy;
         value.vtable = &vtable;

@@ -48,6 +48,10 @@ public:
                 api.param_read(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT ||
                 api.param_write(ctx.link().host(), 0, nullptr, 4) != TH_INVALID_ARGUMENT)
                 throw std::runtime_error("a null buffer was accepted");
+            // With nothing to copy, a null buffer is fine (as memcpy's is not).
+            if (api.copy_to_host(ctx.link().host(), buffer.handle(), 0, nullptr, 0) != TH_OK ||
+                api.copy_from_host(ctx.link().host(), buffer.handle(), 64, nullptr, 0) != TH_OK)
+                throw std::runtime_error("a copy of nothing was refused");
         } else if (misuse_ == "use_after_free") {
             th_handle handle{};
             ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "freed", &handle),

@@ -35,6 +35,25 @@ TEST_CASE("destroying a stream drains it first", "[device]") {
     CHECK(ran == 1);
 }
 
+TEST_CASE("an event outlives its stream, complete once the stream is gone", "[device]") {
+    CpuDevice cpu(0);
+    auto* stream = static_cast<CpuStream*>(cpu.create_object(TH_RESOURCE_STREAM));
+    auto* event = static_cast<CpuEvent*>(cpu.create_object(TH_RESOURCE_EVENT));
+    int ran = 0;
+    stream->enqueue([&] { ++ran; });
+    cpu.event_record(event, stream);
+    CHECK_FALSE(cpu.event_query(event));
+    // Destroying the stream runs its work, so the event is complete, as CUDA's would be;
+    // a stream created in its place does not answer for it.
+    cpu.destroy_object(TH_RESOURCE_STREAM, stream);
+    auto* next = static_cast<CpuStream*>(cpu.create_object(TH_RESOURCE_STREAM));
+    next->enqueue([] {});
+    CHECK(ran == 1);
+    CHECK(cpu.event_query(event));
+    cpu.destroy_object(TH_RESOURCE_STREAM, next);
+    cpu.destroy_object(TH_RESOURCE_EVENT, event);
+}
+
 TEST_CASE("library contexts carry their configuration and cost what they say", "[device]") {
     CpuDevice cpu(1);
     CHECK(cpu.name() == "cpu:1");
