@@ -61,6 +61,9 @@ std::uint32_t crc32_of(const void* data, std::size_t size, std::uint32_t crc) {
 
 namespace {
 
+// How deep a checkpoint's header nests: the tables, a tensor's entry, its shape's numbers.
+constexpr int kHeaderDepth = 3;
+
 // A header value as it is spelt, cut short, for a message; a nested one only by its
 // kind: dump() recurses once per level, and a crafted header nests 100,000 deep.
 std::string spelt_shortly(const nlohmann::json& value) {
@@ -251,8 +254,10 @@ CheckpointData read_checkpoint(const fs::path& file) {
     std::vector<std::set<std::string>> open_objects;
     std::optional<std::string> repeated;
     std::optional<std::string> controlled;
-    const auto watch_keys = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    const auto watch_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         using Event = nlohmann::json::parse_event_t;
+        // A crafted header nesting millions deep would take some 80 bytes of memory per byte before any check.
+        if (depth > kHeaderDepth) throw fail(fmt::format("header nests deeper than the {} levels a checkpoint has", kHeaderDepth));
         if ((event == Event::key || event == Event::value) && parsed.is_string() && !controlled &&
             has_control_character(parsed.get_ref<const std::string&>()))
             controlled = parsed.get<std::string>();
@@ -283,49 +288,61 @@ CheckpointData read_checkpoint(const fs::path& file) {
         throw fail("no __metadata__ in the header");
     CheckpointData data;
     for (const auto& [key, value] : header["__metadata__"].items()) {
-        if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", key));
+        if (!value.is_string()) throw fail(fmt::format("metadata '{}' is not a string", printable(key)));
         data.metadata[key] = value.get<std::string>();
     }
     const std::string& format = data.metadata["format"];
     if (format != kFormat && format != kFormatWithoutHeaderCrc && format != kFormatWithoutMetadataCrc)
-        throw fail(fmt::format("format is '{}', expected '{}'", format, kFormat));
+        throw fail(fmt::format("format is '{}', expected '{}'", printable(format), kFormat));
     // Checked whenever present, so a damaged format field cannot switch a check off.
     const bool metadata_checked = format != kFormatWithoutMetadataCrc || data.metadata.contains("metadata_crc32");
     const bool header_checked = format == kFormat || data.metadata.contains("header_crc32");
     const std::uint64_t data_size = file_size - 8 - header_size;
-    std::vector<unsigned char> payload(data_size);
-    if (!in.read(payload.data(), data_size))
-        throw fail("data section cut short");
+    // The table first: a forged one cannot make the data section be read for nothing.
     std::vector<std::pair<std::uint64_t, std::uint64_t>> spans;
     for (const auto& [name, entry] : header.items()) {
         if (name == "__metadata__") continue;
+        const std::string shown = printable(name);
         try {
-            TensorEntry t{name, entry.at("dtype").get<std::string>(), counts(name, entry, "shape"), {}};
-            const auto offsets = counts(name, entry, "data_offsets");
-            if (t.dtype != "F32" && t.dtype != "U8") throw fail(fmt::format("tensor '{}' has dtype {}", name, t.dtype));
+            TensorEntry t{name, entry.at("dtype").get<std::string>(), counts(shown, entry, "shape"), {}};
+            const auto offsets = counts(shown, entry, "data_offsets");
+            if (t.dtype != "F32" && t.dtype != "U8")
+                throw fail(fmt::format("tensor '{}' has dtype {}", shown, printable(t.dtype)));
             const std::optional<std::uint64_t> size = byte_size(t.dtype, t.shape);
             if (!size)
-                throw fail(fmt::format("tensor '{}' has shape [{}], whose size overflows 64 bits", name,
+                throw fail(fmt::format("tensor '{}' has shape [{}], whose size overflows 64 bits", shown,
                                        fmt::join(t.shape, ", ")));
             if (offsets.size() != 2 || offsets[0] > offsets[1] || offsets[1] > data_size || offsets[1] - offsets[0] != *size)
-                throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)", name));
+                throw fail(fmt::format("tensor '{}' has offsets outside the data or not matching its shape (truncated?)",
+                                       shown));
             spans.emplace_back(offsets[0], offsets[1]);
-            t.bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(offsets[0]),
-                           payload.begin() + static_cast<std::ptrdiff_t>(offsets[1]));
             data.tensors.push_back(std::move(t));
         } catch (const nlohmann::json::exception& e) {
-            throw fail(fmt::format("tensor '{}' is malformed ({})", name, e.what()));
+            throw fail(fmt::format("tensor '{}' is malformed ({})", shown, e.what()));
         }
     }
     // As safetensors requires: the tensors cover the data back to back, no gap, no overlap.
-    std::sort(spans.begin(), spans.end());
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> sorted = spans;
+    std::sort(sorted.begin(), sorted.end());
     std::uint64_t covered = 0;
-    for (const auto& [begin, end] : spans) {
+    for (const auto& [begin, end] : sorted) {
         if (begin != covered) throw fail(fmt::format("tensor data has a gap or an overlap at byte {}", covered));
         covered = end;
     }
     if (covered != data_size)
         throw fail(fmt::format("data section holds {} bytes, tensors account for {}", data_size, covered));
+    std::vector<unsigned char> payload;
+    try {
+        payload.resize(data_size);
+        for (std::size_t i = 0; i < data.tensors.size(); ++i)
+            data.tensors[i].bytes.reserve(spans[i].second - spans[i].first);
+    } catch (const std::bad_alloc&) {
+        throw fail(fmt::format("its {} bytes of tensors do not fit in this machine's memory", data_size));
+    }
+    if (!in.read(payload.data(), data_size)) throw fail("data section cut short");
+    for (std::size_t i = 0; i < data.tensors.size(); ++i)
+        data.tensors[i].bytes.assign(payload.begin() + static_cast<std::ptrdiff_t>(spans[i].first),
+                                     payload.begin() + static_cast<std::ptrdiff_t>(spans[i].second));
     const std::string computed = std::to_string(crc_of(payload));
     if (data.metadata["crc32"] != computed)
         throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));

@@ -33,7 +33,7 @@ std::uint64_t meta_number(const checkpoint::CheckpointData& data, const std::str
     const char* end = text->data() + text->size();
     const auto [stop, error] = std::from_chars(text->data(), end, value);
     if (text->empty() || error != std::errc() || stop != end)
-        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, *text));
+        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, printable(*text)));
     return value;
 }
 
@@ -69,7 +69,7 @@ double meta_double(const std::string& text, const std::string& key, const std::s
     const double value = std::strtod(text.c_str(), &stop);
     if (text.empty() || stop != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0])) ||
         text[0] == '+' || (errno == ERANGE && std::isinf(value)))
-        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, text));
+        throw ConfigError(fmt::format("{}: checkpoint '{}' is not a number: {}", file, key, printable(text)));
     return value;
 }
 
@@ -399,7 +399,7 @@ void Session::restore_learning_rate(const checkpoint::CheckpointData& data, cons
         const double value = meta_double(*text, key, file);
         if (!(value >= 0 && value <= config::kMaxLearningRate))
             throw ConfigError(fmt::format("{}: checkpoint '{}' is not a learning rate in [0, {}]: {}", file, key,
-                                          config::kMaxLearningRate, *text));
+                                          config::kMaxLearningRate, printable(*text)));
         return value;
     };
     const std::optional<double> saved = learning_rate("trainer.lr");
@@ -478,7 +478,7 @@ void Session::restore_checkpoint() {
         saved != nullptr && state_kind(*saved) != state_kind(configured))
         throw ConfigError(fmt::format("{}: saved by optimizer '{}', this run configures '{}': its state ({}) cannot "
                                       "become {}; resume with the [optimizer] the checkpoint was trained with",
-                                      file, *saved, configured, state_kind(*saved), state_kind(configured)));
+                                      file, printable(*saved), configured, state_kind(*saved), state_kind(configured)));
     restore_parameters(data, file);
     const std::uint64_t fit_step = meta_number_at_most(data, "trainer.fit_step", file, kMostSteps, "no run takes that many");
     // An optimizer step follows each training batch started.
@@ -557,14 +557,14 @@ void Session::restore_checkpoint() {
         const std::string name = key.substr(kMetricPrefix.size());
         // A name metric_set takes from a plugin of any ABI (a blank in one from before 1.2).
         if (const std::string why = plugin::unusable_metric_key(name); !why.empty())
-            throw ConfigError(fmt::format("{}: checkpoint metadata '{}' names no metric: {}", file, key, why));
+            throw ConfigError(fmt::format("{}: checkpoint metadata '{}' names no metric: {}", file, printable(key), why));
         metrics_[name] = meta_double(text, key, file);
     }
     if (start_batch_ > 0 && data.meta("trainer.epoch_loss_sum") != nullptr) {
         epoch_loss_sum_ = meta_double(*data.meta("trainer.epoch_loss_sum"), "trainer.epoch_loss_sum", file);
         if (!std::isfinite(epoch_loss_sum_))
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_loss_sum' is not finite: {}", file,
-                                          *data.meta("trainer.epoch_loss_sum")));
+                                          printable(*data.meta("trainer.epoch_loss_sum"))));
         // The epoch's running totals divide by its samples: start_batch_ batches of
         // batch_size rows at most (fewer, or none, where a plugin skipped batches), and
         // a loss summed over none is 0.
@@ -576,7 +576,7 @@ void Session::restore_checkpoint() {
         if (state_.samples_seen == 0 && epoch_loss_sum_ != 0)
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: 0 (though "
                                           "trainer.epoch_loss_sum, {}, sums the loss of some)",
-                                          file, *data.meta("trainer.epoch_loss_sum")));
+                                          file, printable(*data.meta("trainer.epoch_loss_sum"))));
         epoch_correct_ = meta_number_at_most(data, "trainer.epoch_correct", file, state_.samples_seen,
                                              fmt::format("more than trainer.epoch_samples, {}", state_.samples_seen));
     }

@@ -141,8 +141,12 @@ public:
     }
 
     void on_fit_start(Context& ctx) override {
-        if (steps_done_ > 0) apply_masks(ctx);  // resumed from a checkpoint
-        else if (at_fit_start_) {
+        if (steps_done_ > 0) {
+            // Resumed from a checkpoint, whose metrics came back as they were when it was saved.
+            apply_masks(ctx);
+            return;
+        }
+        if (at_fit_start_) {
             step(ctx, amount_, "at fit start");
             steps_done_ = 1;
         }

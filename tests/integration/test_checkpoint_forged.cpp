@@ -155,15 +155,40 @@ TEST_CASE("a header with a NUL, a repeated key or a count that is no whole numbe
                                                     ", not a list of whole numbers of 0 or more");
         }
     }
-    SECTION("a shape nested 100,000 deep, named by its kind") {
+    SECTION("a value megabytes long, shown cut short") {
+        const std::string lengthy(5'000'000, 'x');
+        const std::string shown = std::string(80, 'x') + "...";
+        nlohmann::json header = header_of(bytes);
+        header["__metadata__"]["format"] = lengthy;
+        refused(with_header(bytes, header), "format is '" + shown + "', expected 'trainhost.checkpoint/3'");
+        header = header_of(bytes);
+        header["param/dense0.weight"]["dtype"] = lengthy;
+        refused(with_header(bytes, header), "tensor 'param/dense0.weight' has dtype " + shown);
+    }
+    // Refused as the parser reaches the fourth level, before it builds millions more.
+    SECTION("a shape nested 100,000 deep, and a header of nothing but brackets") {
         std::string deep = text;
         const std::string shape = "\"shape\":[";
         const auto at = deep.find(shape, deep.find("\"param/dense0.weight\""));
         REQUIRE(at != std::string::npos);
         deep.replace(at, deep.find(']', at) + 1 - at, "\"shape\":" + std::string(100000, '[') + std::string(100000, ']'));
-        refused(with_header_text(bytes, deep),
-                "tensor 'param/dense0.weight' has shape a nested array, not a list of whole numbers of 0 or more");
+        refused(with_header_text(bytes, deep), "header nests deeper than the 3 levels a checkpoint has");
+        refused(with_header_text(bytes, std::string(1 << 20, '[')), "header nests deeper than the 3 levels a checkpoint has");
     }
+}
+
+TEST_CASE("a data section the tensors do not account for is refused before it is read", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    const fs::path file = saved.dir().write("grown.safetensors", bytes);
+    // 8 GiB more, as a sparse file: reading it whole first would take that much memory.
+    const std::uint64_t grown = bytes.size() + (std::uint64_t{8} << 30);
+    fs::resize_file(file, grown);
+    auto run = saved.run({"--resume", file.string()});
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: " + file.string() + ": not a valid trainhost checkpoint: data section holds " +
+                         std::to_string(grown - 8 - header_size(bytes)) + " bytes, tensors account for " +
+                         std::to_string(bytes.size() - 8 - header_size(bytes)) + "\n");
 }
 
 TEST_CASE("edited checkpoint metadata is refused and files from before those checks still resume", "[checkpoint]") {
