@@ -395,6 +395,21 @@ int run_command(int argc, char** argv) {
         std::cerr << "error: " << e.what() << "\n(run trainhost --help for usage)\n";
         return kExitUsage;
     }
+    // CLI11 takes an option given before a subcommand as the main command's: one that
+    // trains would be silently ignored (validate's own --config and --seed come after it).
+    for (const CLI::App* command : app.get_subcommands()) {
+        for (const CLI::Option* option : app.get_options()) {
+            const std::string name = option->get_name();
+            if (option->count() == 0 || name == "--help" || name == "--version") continue;
+            const bool own = command->get_option_no_throw(name) != nullptr;
+            std::cerr << fmt::format("error: {} before '{}' is a training option, which {} does not take{}\n(run "
+                                     "trainhost {} --help for usage)\n",
+                                     name, command->get_name(), command->get_name(),
+                                     own ? fmt::format(" (give its own {} after '{}')", name, command->get_name()) : "",
+                                     command->get_name());
+            return kExitUsage;
+        }
+    }
     try {
         if (list->parsed()) return list_plugins();
         if (inspect->parsed()) return cli::inspect_plugin(inspect_args, std::cout);

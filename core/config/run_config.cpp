@@ -11,6 +11,15 @@ namespace trainhost::config {
 
 namespace {
 
+// Where the config's relative paths start: its own directory, or for a pipe
+// (--config <(...), whose directory is /dev/fd) the working directory.
+std::filesystem::path relative_base(const std::filesystem::path& config_file) {
+    std::error_code ec;
+    const auto status = std::filesystem::status(config_file, ec);
+    return std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) ? std::filesystem::path()
+                                                                                         : config_file.parent_path();
+}
+
 constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
 constexpr std::size_t kMaxConfigBytes = std::size_t{16} << 20;  // a config with 1,000 plugin tables is under 1 MiB
 
@@ -96,8 +105,9 @@ void read_data(TableReader& root, RunConfig& config) {
     d.limit_val_batches = reader.integer_in("limit_val_batches", -1, -1, INT64_MAX);
     if (d.dataset == "fashion_mnist") {
         if (auto path = reader.string("path")) {
+            if (path->empty()) reader.fail("path", "needs a directory, not \"\" (leave path out for the default)");
             d.path = *path;
-            if (d.path.is_relative()) d.path = config.file.parent_path() / d.path;
+            if (d.path.is_relative()) d.path = relative_base(config.file) / d.path;
         }
         d.limit = static_cast<std::size_t>(reader.integer_in("limit", 0, 0, 1'000'000'000));
         d.test = reader.boolean("test").value_or(true);
@@ -235,7 +245,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
         if (auto output = predict_reader.string("output")) {
             if (output->empty()) predict_reader.fail("output", "needs a path, not \"\"");
             config.predict_output = *output;
-            if (config.predict_output.is_relative()) config.predict_output = config.file.parent_path() / config.predict_output;
+            if (config.predict_output.is_relative()) config.predict_output = relative_base(config.file) / config.predict_output;
         }
         predict_reader.reject_unknown_keys();
     }

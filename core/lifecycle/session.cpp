@@ -89,7 +89,14 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         }
         for (const auto& [name, why] : unopened_) err_ << fmt::format("warning: {} (nothing will run on {})\n", why, name);
         model_device_ = home_device_;
-        if (config.threads > 0) kernels::cpu::set_threads(config.threads);
+        if (config.threads > 0) {
+            kernels::cpu::set_threads(config.threads);
+            // OpenBLAS caps its pool at the count it was built for (NUM_THREADS) without a word.
+            if (const int blas = kernels::cpu::blas_threads(); blas < config.threads)
+                err_ << fmt::format("warning: {}: threads = {}: OpenBLAS runs {}, the most it was built for "
+                                    "(OpenMP runs {})\n",
+                                    config.file.string(), config.threads, blas, kernels::cpu::openmp_threads());
+        }
         if (options_.verbose) {
             const char* policy = std::getenv("OMP_WAIT_POLICY");
             out_ << fmt::format("cpu threads: {} for OpenBLAS, {} for OpenMP (oneDNN), OMP_WAIT_POLICY={}\n",

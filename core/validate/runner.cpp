@@ -3,11 +3,16 @@
 #include "validate/validate.hpp"
 
 #include "config/run_config.hpp"
+#include "config/table_reader.hpp"
+#include "errors.hpp"
+#include "plugin/plugin_library.hpp"
+#include "trainhost/nearest_name.hpp"
 #include "report/output_file.hpp"
 
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
@@ -176,18 +181,62 @@ ValidateOptions with_absolute_paths(ValidateOptions options) {
     return options;
 }
 
+// So does each relative directory of the plugin search path, which the children inherit.
+void make_search_path_absolute() {
+    const char* path = std::getenv("TRAINHOST_PLUGIN_PATH");
+    if (path == nullptr) return;
+    std::string absolute;
+    std::stringstream entries(path);
+    for (std::string entry; std::getline(entries, entry, ':');) {
+        if (!absolute.empty()) absolute += ':';
+        absolute += entry.empty() ? entry : std::filesystem::absolute(entry).string();
+    }
+    ::setenv("TRAINHOST_PLUGIN_PATH", absolute.c_str(), 1);
+}
+
+// The config as training would read the plugin's options from it: `plugins` a table of
+// tables, and none named almost like the plugin where it has none of its own, a typo that
+// would test it on its defaults. The name is the file's: the one its entry declares is
+// known to the children alone, which load it.
+void check_plugin_tables(const toml::table& config, const std::string& file, const std::string& plugin) {
+    const toml::node* plugins = config.get("plugins");
+    if (plugins == nullptr) return;
+    const auto kind = [](const toml::node& node) {
+        std::ostringstream name;
+        name << node.type();
+        const bool vowel = std::string_view("aeiou").find(name.str().front()) != std::string_view::npos;
+        return (vowel ? "an " : "a ") + name.str();
+    };
+    const toml::table* tables = plugins->as_table();
+    if (tables == nullptr)
+        throw ConfigError(fmt::format("{}: plugins: expected a table of [plugins.<name>] tables, found {}",
+                                      config::source_position(file, plugins->source()), kind(*plugins)));
+    for (const auto& [name, node] : *tables)
+        if (!node.is_table())
+            throw ConfigError(fmt::format("{}: [plugins] {}: expected a table of options, found {}",
+                                          config::source_position(file, node.source()), name.str(), kind(node)));
+    if (tables->contains(plugin)) return;
+    for (const auto& [name, node] : *tables)
+        if (nearest_name(name.str(), std::vector<std::string>{plugin}, kTypoLikeness))
+            throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin being validated; did you mean [plugins.{}]? "
+                                          "(as it is, {} is tested on its defaults)",
+                                          config::source_position(file, node.source()), name.str(), plugin, plugin));
+}
+
 }  // namespace
 
 int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostream& err) {
     namespace fs = std::filesystem;
     ValidateOptions options = with_absolute_paths(given);
+    make_search_path_absolute();
     // Read and checked once, as training does: a config that is no TOML is the user's
     // error, not every test's failure, and a pipe (--config <(...)) cannot be read
     // again by each test's process.
     std::string config_text;
     if (!options.config.empty()) {
         config_text = config::read_config_text(given.config);
-        (void)config::parse_toml(config_text, given.config);
+        check_plugin_tables(config::parse_toml(config_text, given.config), given.config,
+                            plugin::resolve_plugin(options.plugin, plugin::plugin_search_path()).stem().string());
     }
     fs::path workdir = fs::temp_directory_path() / fmt::format("trainhost-validate-{}", ::getpid());
     fs::create_directories(workdir);

@@ -391,6 +391,27 @@ TEST_CASE("options under a renamed plugin file's name are refused, naming the na
     }
 }
 
+TEST_CASE("a training option before a subcommand is a usage error, not ignored", "[cli]") {
+    const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+        {{"--seed", "5", "validate", "progress", "--strictness", "1"},
+         "error: --seed before 'validate' is a training option, which validate does not take (give its own --seed "
+         "after 'validate')\n(run trainhost validate --help for usage)\n"},
+        {{"--epochs", "0", "list-plugins"},
+         "error: --epochs before 'list-plugins' is a training option, which list-plugins does not take\n(run "
+         "trainhost list-plugins --help for usage)\n"},
+        {{"--verbose", "inspect", "progress"},
+         "error: --verbose before 'inspect' is a training option, which inspect does not take\n(run trainhost "
+         "inspect --help for usage)\n"},
+    };
+    for (const auto& [arguments, message] : cases) {
+        INFO(arguments.front() << " " << arguments[arguments.size() > 2 ? 2 : 1]);
+        auto run = run_trainhost(arguments);
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == message);
+        CHECK(run.out.empty());
+    }
+}
+
 TEST_CASE("list-plugins shows the built-in plugins", "[cli]") {
     auto run = run_trainhost({"list-plugins"});
     CHECK(run.exit_code == 0);

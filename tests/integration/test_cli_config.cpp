@@ -115,6 +115,13 @@ TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
                          "determine value type\n");
         CHECK(run.out.empty());
     }
+    SECTION("an empty data path, which would name the config's own directory") {
+        auto file = dir.write("path.toml", "[data]\npath = \"\"\n[model]\nlayers = [{ type = \"dense\", units = 10 }]\n");
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":2:8: [data] path: needs a directory, not \"\" (leave path out for "
+                         "the default)\n");
+    }
     SECTION("unknown key with a suggestion") {
         auto file = dir.write("typo.toml", tiny_config(1, "") + "\n");
         std::string text = test_support::read_file(file);

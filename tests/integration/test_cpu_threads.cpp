@@ -96,3 +96,20 @@ TEST_CASE("the config's threads bounds both OpenBLAS and OpenMP", "[cli][threads
     CHECK(three.exit_code == 0);
     CHECK_THAT(three.out, Contains("cpu threads: 3 for OpenBLAS, 3 for OpenMP (oneDNN)"));
 }
+
+TEST_CASE("threads above what OpenBLAS was built for is warned of, with the count it runs", "[cli][threads]") {
+    TempDir dir;
+    const auto config = dir.write("many.toml", "threads = 1024\n" + tiny_config(1));
+    const RunResult run = run_trainhost({"--config", config.string(), "--device", "cpu", "--verbose"});
+    REQUIRE(run.exit_code == 0);
+    const std::string prefix = "cpu threads: ";
+    const auto at = run.out.find(prefix);
+    REQUIRE(at != std::string::npos);
+    const int blas = std::stoi(run.out.substr(at + prefix.size()));
+    CHECK_THAT(run.out, Contains("for OpenBLAS, 1024 for OpenMP (oneDNN)"));
+    if (blas < 1024)
+        CHECK_THAT(run.err, Contains("warning: " + config.string() + ": threads = 1024: OpenBLAS runs " +
+                                     std::to_string(blas) + ", the most it was built for (OpenMP runs 1024)\n"));
+    else
+        CHECK(run.err.find("warning") == std::string::npos);
+}

@@ -104,6 +104,19 @@ TEST_CASE("predictions of an autoencoder are its sigmoid outputs, the same each 
     CHECK(test_support::read_file(output) == first);
 }
 
+TEST_CASE("a relative output of a config read from a pipe is written in the working directory", "[predict][config]") {
+    TempDir dir;
+    const auto config = dir.write("predict.toml", "mode = \"predict\"\n" +
+                                                      tiny_config(1, "\n[predict]\nsplit = \"validation\"\noutput = "
+                                                                     "\"piped.csv\"\n"));
+    const auto run = test_support::run_command(
+        {"bash", "-c", "cd \"$1\" && exec \"$0\" --config <(cat predict.toml)", TRAINHOST_BINARY, dir.path().string()});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("10 predictions in piped.csv"));
+    CHECK(csv_rows(dir.path() / "piped.csv").size() == 11);
+}
+
 TEST_CASE("a [predict] table that cannot work is refused before anything runs", "[predict][config]") {
     TempDir dir;
     const auto refused = [&](const std::string& predict_table, const std::string& message,

@@ -193,6 +193,42 @@ TEST_CASE("validate reads --config once: bad TOML is a usage error, a pipe serve
     CHECK_THAT(piped.out, Contains("PASS  option_fuzzing") && Contains(", 0 failed"));
 }
 
+TEST_CASE("validate reads the plugin's table as training does: a misspelt or mistyped one is a usage error",
+          "[validate]") {
+    TempDir dir;
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {"[plugins.early_stoping]\npatience = 3\n",
+         ":1:1: [plugins.early_stoping] names no plugin being validated; did you mean [plugins.early_stopping]? (as it "
+         "is, early_stopping is tested on its defaults)"},
+        {"plugins = 5\n", ":1:11: plugins: expected a table of [plugins.<name>] tables, found an integer"},
+        {"[plugins]\nearly_stopping = \"patient\"\n",
+         ":2:18: [plugins] early_stopping: expected a table of options, found a string"},
+    };
+    for (const auto& [text, message] : cases) {
+        INFO(text);
+        const auto config = dir.write("options.toml", text);
+        auto run = run_trainhost({"validate", "early_stopping", "--strictness", "2", "--config", config.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + config.string() + message + "\n");
+        CHECK(run.out.empty());
+    }
+    // Another plugin's table is left alone: one config may serve several.
+    const auto other = dir.write("other.toml", "[plugins.checkpoint]\nsave_last = true\n");
+    auto run = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--config", other.string()});
+    CHECK(run.exit_code == 0);
+}
+
+TEST_CASE("validate finds a plugin through a relative directory of the search path", "[validate]") {
+    TempDir dir;
+    std::filesystem::create_directories(dir.path() / "mine");
+    std::filesystem::copy_file(test_plugin("test_recorder"), dir.path() / "mine" / "my_recorder.so");
+    auto run = run_trainhost({"validate", "my_recorder", "--strictness", "1"},
+                             "cd " + dir.path().string() + " && export TRAINHOST_PLUGIN_PATH=mine");
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("validate: 2 passed, 0 failed, 0 skipped"));
+}
+
 TEST_CASE("validate on a plugin that is not there is a load error, as in training, and leaves no report", "[validate]") {
     TempDir dir;
     for (const std::string& plugin : {std::string("no_such_plugin"), (dir.path() / "missing.so").string()}) {
