@@ -46,12 +46,23 @@ ResolvedOrder resolve_order(const std::vector<OrderDeclaration>& plugins) {
         for (const std::string& name : plugins[i].before)
             if (auto j = index_of(name); j && *j != i) edges[i].insert(*j);
     }
-    // Exact reads are binding; a cycle through them is a load error below.
+    // Exact reads are binding; a cycle through them is a load error below. But two
+    // plugins that both update a name (read and write it, as an average of the weights
+    // and pruning do params) cannot each run first: their reads of it order neither,
+    // and the check of writers below asks for after/before.
+    const auto updates = [&](std::size_t k, const std::string& name) {
+        const auto any_overlaps = [&](const std::vector<std::string>& names) {
+            return std::any_of(names.begin(), names.end(),
+                               [&](const std::string& other) { return !is_pattern(other) && overlap(other, name); });
+        };
+        return any_overlaps(plugins[k].reads) && any_overlaps(plugins[k].writes);
+    };
     for (std::size_t i = 0; i < n; ++i)
         for (std::size_t j = 0; j < n; ++j)
             for (const std::string& written : plugins[i].writes)
                 for (const std::string& read : plugins[j].reads)
-                    if (i != j && !is_pattern(read) && overlap(read, written)) edges[i].insert(j);
+                    if (i != j && !is_pattern(read) && overlap(read, written) && !(updates(i, written) && updates(j, read)))
+                        edges[i].insert(j);
     // A pattern read ("metrics") asks for every writer it covers, but yields where
     // the binding order, or a pattern edge taken earlier (writers in command-line
     // order), already puts the reader first: it then sees that value one hook late.

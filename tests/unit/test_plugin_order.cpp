@@ -59,6 +59,22 @@ TEST_CASE("two writers of the same thing must be ordered explicitly", "[order]")
           std::vector<std::string>{"swa", "pruning"});
 }
 
+TEST_CASE("two plugins that both read and write a name are ordered by after/before, not refused as a cycle",
+          "[order]") {
+    const OrderDeclaration pruning{"pruning", {}, {}, {"params"}, {"params", "metric:pruning.*"}};
+    CHECK_THROWS_WITH(resolve_order({{"ema_weights", {}, {}, {"params"}, {"params"}}, pruning}),
+                      "plugins 'ema_weights' and 'pruning' both write params and nothing orders them; declare "
+                      "after/before in one of them");
+    CHECK(names({{"ema_weights", {"pruning"}, {}, {"params"}, {"params"}}, pruning}) ==
+          std::vector<std::string>{"pruning", "ema_weights"});
+    CHECK(names({{"ema_weights", {}, {"pruning"}, {"params"}, {"params"}}, pruning}) ==
+          std::vector<std::string>{"ema_weights", "pruning"});
+    // A writer that does not read them still runs before a plugin that updates them,
+    // and a reader after both.
+    CHECK(names({{"checkpoint", {}, {}, {"params"}, {}}, pruning, {"swa", {}, {}, {}, {"params"}}}) ==
+          std::vector<std::string>{"swa", "pruning", "checkpoint"});
+}
+
 TEST_CASE("a metric pattern orders its writer before readers of any metric it covers", "[order]") {
     CHECK(names({{"reader", {}, {}, {"metric:pruning.sparsity"}, {}}, {"pruning", {}, {}, {}, {"metric:pruning.*"}}}) ==
           std::vector<std::string>{"pruning", "reader"});
