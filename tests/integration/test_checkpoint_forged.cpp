@@ -8,6 +8,7 @@
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <sys/stat.h>
@@ -174,6 +175,44 @@ TEST_CASE("a header with a NUL, a repeated key or a count that is no whole numbe
         deep.replace(at, deep.find(']', at) + 1 - at, "\"shape\":" + std::string(100000, '[') + std::string(100000, ']'));
         refused(with_header_text(bytes, deep), "header nests deeper than the 3 levels a checkpoint has");
         refused(with_header_text(bytes, std::string(1 << 20, '[')), "header nests deeper than the 3 levels a checkpoint has");
+    }
+}
+
+TEST_CASE("each part of a file that is not as a checkpoint writes it is refused by name", "[checkpoint]") {
+    Saved saved;
+    const std::string bytes = saved.bytes();
+    const std::string file = (saved.dir().path() / "edited.safetensors").string();
+    const auto refused = [&](const std::string& edited, const std::string& what) {
+        auto run = saved.resume("edited.safetensors", edited);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: " + what));
+        CHECK_THAT(run.out, !Contains("epoch 1/"));
+    };
+    const auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
+        nlohmann::json header = header_of(bytes);
+        edit(header);
+        return with_header(bytes, header);
+    };
+    SECTION("a file shorter than the header's size") { refused(bytes.substr(0, 4), "shorter than its 8-byte header size\n"); }
+    SECTION("a header that is no JSON") { refused(with_header_text(bytes, "{\"param\": "), "header is not JSON ("); }
+    SECTION("no metadata") { refused(with_header_text(bytes, "{}"), "no __metadata__ in the header\n"); }
+    SECTION("a metadata value that is no string") {
+        refused(edited([](auto& h) { h["__metadata__"]["format"] = 3; }), "metadata 'format' is not a string\n");
+    }
+    SECTION("a tensor without a dtype") {
+        refused(edited([](auto& h) { h["param/dense0.weight"].erase("dtype"); }), "tensor 'param/dense0.weight' is malformed (");
+    }
+    SECTION("offsets past the data") {
+        refused(edited([](auto& h) { h["param/dense0.weight"]["data_offsets"] = {0, 1 << 20}; }),
+                "tensor 'param/dense0.weight' has offsets outside the data or not matching its shape (truncated?)\n");
+    }
+    SECTION("two tensors on the same bytes") {
+        refused(edited([](auto& h) { h["param/dense0.bias"]["data_offsets"] = {0, 16}; }),
+                "tensor data has a gap or an overlap at byte 16\n");
+    }
+    SECTION("a checksum the format requires, missing") {
+        refused(edited([](auto& h) { h["__metadata__"].erase("header_crc32"); }),
+                "format trainhost.checkpoint/3 has no header_crc32 (corrupt or edited file)\n");
     }
 }
 
