@@ -122,6 +122,13 @@ TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
         CHECK(run.err == "error: " + file.string() + ":2:8: [data] path: needs a directory, not \"\" (leave path out for "
                          "the default)\n");
     }
+    SECTION("a device that is none") {
+        auto file = dir.write("device.toml", "device = \"tpu\"\n" + tiny_config(1));
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":1:10: run config device: \"tpu\" is not a device (auto, cpu, "
+                         "cpu:N, cuda or cuda:N)\n");
+    }
     SECTION("unknown key with a suggestion") {
         auto file = dir.write("typo.toml", tiny_config(1, "") + "\n");
         std::string text = test_support::read_file(file);

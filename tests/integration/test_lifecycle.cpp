@@ -3,6 +3,7 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <trainhost/abi.h>
 #include <tuple>
 #include <csignal>
 #include <sstream>
@@ -140,6 +141,16 @@ TEST_CASE("a C++ exception thrown across the C ABI from create is the plugin's r
     CHECK(run.exit_code == 2);
     CHECK(run.err == "error: plugin 'test_bare_throws_in_create' refused to start: threw a C++ exception across the C "
                      "ABI: no instance today\n");
+}
+
+TEST_CASE("a host kept past its instance refuses every call, even as the library is unloaded", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_stale_host")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("stale host: status " + std::to_string(TH_OUT_OF_PHASE) +
+                                 ": param_count after the plugin instance ended: a handle or Context kept past it (in a "
+                                 "global, say) is dead, and the ledger took back its leases when the instance ended\n"));
 }
 
 TEST_CASE("TH_STOP_FIT from a hook where request_stop is refused is a misuse, and stops nothing", "[lifecycle][faults]") {

@@ -218,6 +218,12 @@ TEST_CASE("validate reads the plugin's table as training does: a misspelt or mis
     CHECK(run.exit_code == 0);
 }
 
+TEST_CASE("a test process asked for a test that does not exist fails it by name", "[validate]") {
+    auto run = run_trainhost({"__validate-one", "--test", "no_such_test", "--plugin", "progress"});
+    CHECK(run.exit_code == 1);
+    CHECK(run.out == "RESULT FAIL no conformance test named 'no_such_test'\n");
+}
+
 TEST_CASE("validate finds a plugin through a relative directory of the search path", "[validate]") {
     TempDir dir;
     std::filesystem::create_directories(dir.path() / "mine");

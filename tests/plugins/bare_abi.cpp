@@ -11,7 +11,8 @@
 // throws_in_create (a C++ exception across the C ABI, a named failure and never a
 // terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
-// recursion).
+// recursion); stale_host (its host kept in a global and called as the library is
+// unloaded, after its instance ended: refused, and the refusal printed).
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/alias.hpp>
 #include <trainhost/abi.h>
@@ -26,10 +27,23 @@ namespace {
 bool fault_is(const char* fault) { return std::strcmp(BARE_ABI_FAULT, fault) == 0; }
 
 const th_host_api* g_api = nullptr;
+th_host* g_host = nullptr;
 
-th_status create(const th_host_api* api, th_host*, const th_option_value*, uint32_t, void** instance, th_hook_result*) {
+// Runs as the library is unloaded, after the instance, and the session, ended.
+struct StaleHostCall {
+    ~StaleHostCall() {
+        if (g_host == nullptr) return;
+        uint32_t count = 0;
+        const th_status status = g_api->param_count(g_host, &count);
+        std::fprintf(stderr, "stale host: status %d: %s\n", static_cast<int>(status), g_api->last_error(g_host));
+    }
+} g_stale_host_call;
+
+th_status create(const th_host_api* api, th_host* host, const th_option_value*, uint32_t, void** instance,
+                 th_hook_result*) {
     if (fault_is("throws_in_create")) throw std::runtime_error("no instance today");
     g_api = api;
+    if (fault_is("stale_host")) g_host = host;
     static int token = 0;
     *instance = &token;
     return TH_OK;
