@@ -59,6 +59,10 @@ struct LeaseRecord {
     std::uint32_t slot = 0;    // where the ledger keeps it
     // Set when the lease is state of a model parameter: it then moves with it.
     std::optional<std::uint64_t> attached_param;
+    // Set when the growth rule watches the lease: taken or promoted past the window of
+    // a step hook (checked per step) or of an epoch-level hook (per epoch, by hook).
+    enum class GrowthWindow : std::uint8_t { none, step, epoch } growth_window = GrowthWindow::none;
+    Phase growth_hook = Phase::core;
     std::shared_ptr<const AllocationStack> stack;
 };
 

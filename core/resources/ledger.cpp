@@ -104,7 +104,7 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     auto stack = capture_stacks_ ? capture_stack() : nullptr;
     // So that noting a growth candidate cannot throw after the allocation; doubling, so
     // that a long list costs no copy per call.
-    std::vector<th_handle>* const candidates = growth_candidates_for(owner, TH_SCOPE_STEP, scope);
+    std::vector<GrowthCandidate>* const candidates = growth_candidates_for(owner, TH_SCOPE_STEP, scope);
     if (candidates != nullptr && candidates->size() == candidates->capacity())
         candidates->reserve(std::max<std::size_t>(16, 2 * candidates->size()));
     live_.reserve_one();
@@ -131,9 +131,10 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
     lease.device = device;
     lease.slot = slot;
     lease.attached_param.reset();
+    lease.growth_window = LeaseRecord::GrowthWindow::none;
     lease.stack = std::move(stack);
     const th_handle handle{lease.id, lease.generation, slot + 1};
-    if (candidates != nullptr) candidates->push_back(handle);
+    if (candidates != nullptr) watch_growth(lease, *candidates);
     count_in(lease);
     return handle;
 }
@@ -188,7 +189,14 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
 
 void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
     if (live_.find(handle) == nullptr)
-        if (const auto reclaimed = reclaimed_.find(handle.id); reclaimed != reclaimed_.end() && reclaimed->second == owner) {
+        if (const auto reclaimed = reclaimed_.find(handle.id);
+            reclaimed != reclaimed_.end() && reclaimed->second.owner == owner) {
+            if (reclaimed->second.memory && bytes != reclaimed->second.bytes) {
+                std::string detail = fmt::format("release of lease {} as {} bytes; it held {} (reclaimed)", handle.id,
+                                                 bytes, reclaimed->second.bytes);
+                record_misuse(owner, MisuseKind::size_mismatch, handle.id, detail);
+                throw ResourceError(TH_INVALID_ARGUMENT, detail);
+            }
             reclaimed_.erase(reclaimed);  // from now on an ordinary released lease
             return;
         }
@@ -211,11 +219,11 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
     if (scope < lease.scope || scope > TH_SCOPE_SESSION || (owner != kCoreOwner && scope == TH_SCOPE_SESSION))
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("cannot promote lease {} from scope {} to {}", handle.id,
                                                              scope_name(lease.scope), scope_name(scope)));
-    if (std::vector<th_handle>* candidates = growth_candidates_for(owner, lease.scope, scope))
-        candidates->push_back(th_handle{lease.id, lease.generation, lease.slot + 1});
+    std::vector<GrowthCandidate>* candidates = growth_candidates_for(owner, lease.scope, scope);
     --leases_per_scope_[lease.scope];
     lease.scope = scope;
     ++leases_per_scope_[lease.scope];
+    if (candidates != nullptr) watch_growth(lease, *candidates);
 }
 
 void Ledger::attach(OwnerId owner, th_handle handle, std::uint64_t param_id) {
@@ -285,7 +293,7 @@ std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy pol
     std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.lease.id < b.lease.id; });
     if (policy != ViolationPolicy::ignore) {
         for (const Leak& leak : leaks) {
-            reclaimed_.emplace(leak.lease.id, leak.lease.owner);
+            reclaimed_.emplace(leak.lease.id, Reclaimed{leak.lease.owner, is_memory(leak.lease.kind), leak.lease.bytes_requested});
             count_out(leak.lease);
             live_.erase(leak.lease.slot);
             free_upstream(leak.lease);
@@ -319,22 +327,49 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 // past the epoch in an epoch-level hook (epoch_start, the validation hooks,
 // epoch_end), or promoted from epoch scope past the epoch in a step hook, checked
 // per epoch.
-std::vector<th_handle>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
+std::vector<Ledger::GrowthCandidate>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
     if (!growth_tracked_ || owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
+    // Past the step: taken into epoch or fit scope, or promoted from epoch scope into
+    // the fit's, which a spare taken at epoch_start and kept a step at a time grows alike.
+    const bool past_step = from < TH_SCOPE_EPOCH || (from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT);
     if (step_hooks_ == StepHooks::predict_pass) {
         const bool in_pass = phase == TH_HOOK_VAL_BATCH_START || phase == TH_HOOK_VAL_BATCH_END;
-        return in_pass && from < TH_SCOPE_EPOCH ? &taken_in_steps_ : nullptr;
+        return in_pass && past_step ? &taken_in_steps_ : nullptr;
     }
     const bool in_step = phase >= TH_HOOK_BATCH_START && phase <= TH_HOOK_BATCH_END;
     const bool in_epoch = phase == TH_HOOK_EPOCH_START || (phase >= TH_HOOK_VALIDATION_START && phase <= TH_HOOK_EPOCH_END);
-    if (in_step && from < TH_SCOPE_EPOCH) return &taken_in_steps_;
-    if ((in_epoch || in_step) && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) return &taken_in_epoch_hooks_;
+    if (in_step && past_step) return &taken_in_steps_;
+    if (in_epoch && from < TH_SCOPE_FIT && to >= TH_SCOPE_FIT) return &taken_in_epoch_hooks_;
     return nullptr;
+}
+
+void Ledger::watch_growth(LeaseRecord& lease, std::vector<GrowthCandidate>& candidates) {
+    lease.growth_window =
+        &candidates == &taken_in_steps_ ? LeaseRecord::GrowthWindow::step : LeaseRecord::GrowthWindow::epoch;
+    lease.growth_hook = phase_;
+    candidates.push_back(GrowthCandidate{th_handle{lease.id, lease.generation, lease.slot + 1}, position_});
+}
+
+// What the owner of `like` holds that the growth rule watched in the same window as
+// it (step: of its scope class, epoch or fit; epoch: taken in the same hook).
+Ledger::GrowthLevel Ledger::growth_level(const LeaseRecord& like) const {
+    GrowthLevel level;
+    const bool epoch_scoped = like.scope == TH_SCOPE_EPOCH;
+    live_.for_each([&](const LeaseRecord& lease) {
+        if (lease.owner != like.owner || lease.growth_window != like.growth_window) return;
+        if (like.growth_window == LeaseRecord::GrowthWindow::step ? (lease.scope == TH_SCOPE_EPOCH) != epoch_scoped
+                                                                    : lease.growth_hook != like.growth_hook)
+            return;
+        ++level.leases;
+        level.bytes += lease.bytes_requested;
+    });
+    return level;
 }
 
 void Ledger::begin_fit_growth_window(StepHooks steps) {
     growth_tracked_ = true;
+    growth_reported_.clear();
     step_hooks_ = steps;
     warmup_step_fit_.clear();
     warmup_epoch_.clear();
@@ -355,30 +390,39 @@ void Ledger::end_growth_window() {
 
 namespace {
 
-// The first `when` for `key` is its warm-up; a later one is growth.
-template <typename Warmups, typename Key>
-bool after_warmup(Warmups& warmups, const Key& key, std::uint64_t when) {
-    const auto [first, fresh] = warmups.try_emplace(key, when);
-    return !fresh && when > first->second;
-}
+std::uint64_t beyond(std::uint64_t a, std::uint64_t b) noexcept { return a > b ? a - b : 0; }
 
 }  // namespace
 
-// Each candidate still held: its owner's first one sets the warm-up (and is not
-// growth), one taken after it is; by step, or by epoch. By epoch, each hook has a
-// warm-up of its own: state made lazily where it is first needed (a monitor's, at the
-// first validation) can come epochs after the first epoch_start
+// Each candidate still held: its owner's first step (or epoch) with one is the
+// warm-up, and sets the level; one taken after it is growth where the owner then holds
+// more than it ever did, in leases or bytes, in that window. A buffer made anew in
+// place of one freed (the latest output kept, a best copy replaced) holds it level.
+// Only as many candidates as the excess needs are named, each once. By epoch, each
+// hook has a warm-up of its own: state made lazily where it is first needed (a
+// monitor's, at the first validation) can come epochs after the first epoch_start
 // (check_val_every_n_epoch).
-std::vector<Leak> Ledger::grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch) {
+std::vector<Leak> Ledger::grown(std::vector<GrowthCandidate>& candidates, std::string_view boundary, bool per_epoch) {
     std::vector<Leak> leaks;
-    for (const th_handle& handle : candidates) {
-        const LeaseRecord* found = live_.find(handle);
-        if (found == nullptr) continue;
-        const bool grew =
-            per_epoch ? after_warmup(warmup_epoch_, EpochWarmupKey{found->owner, found->acquired_in}, found->acquired_at.epoch)
-                      : after_warmup(found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_, found->owner,
-                                     found->acquired_at.step);
-        if (grew) leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
+    std::map<const Warmup*, GrowthLevel> unnamed;  // each warm-up's excess at this check, yet to be named
+    for (const GrowthCandidate& candidate : candidates) {
+        const LeaseRecord* found = live_.find(candidate.handle);
+        if (found == nullptr || growth_reported_.contains(found->id)) continue;
+        const std::uint64_t when = per_epoch ? candidate.at.epoch : candidate.at.step;
+        Warmup& warmup =
+            per_epoch ? warmup_epoch_.try_emplace(EpochWarmupKey{found->owner, found->growth_hook}, Warmup{when, {}})
+                            .first->second
+                      : (found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_)
+                            .try_emplace(found->owner, Warmup{when, {}})
+                            .first->second;
+        const GrowthLevel held = growth_level(*found);
+        auto [excess, first_here] =
+            unnamed.try_emplace(&warmup, GrowthLevel{beyond(held.leases, warmup.level.leases), beyond(held.bytes, warmup.level.bytes)});
+        if (first_here) warmup.level = GrowthLevel{std::max(warmup.level.leases, held.leases), std::max(warmup.level.bytes, held.bytes)};
+        if (when <= warmup.when || (excess->second.leases == 0 && excess->second.bytes == 0)) continue;
+        excess->second = GrowthLevel{beyond(excess->second.leases, 1), beyond(excess->second.bytes, found->bytes_requested)};
+        growth_reported_.insert(found->id);
+        leaks.push_back(Leak{*found, owners_.at(found->owner), std::string(boundary), LeakRule::growth});
     }
     candidates.clear();
     return leaks;

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -142,23 +143,46 @@ private:
     std::vector<std::string> owners_;
     std::vector<OwnerUsage> usage_;
     LeaseTable live_;
-    std::unordered_map<std::uint64_t, OwnerId> reclaimed_;  // lease id -> its owner, until the owner releases it
+    struct Reclaimed {
+        OwnerId owner;
+        bool memory;
+        std::uint64_t bytes;
+    };
+    std::unordered_map<std::uint64_t, Reclaimed> reclaimed_;  // by lease id, until the owner releases it
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;
+    // A lease the growth rule looks at, where it was taken or promoted.
+    struct GrowthCandidate {
+        th_handle handle;
+        TrainPosition at;
+    };
+    // What an owner holds in one growth window: leases and their bytes.
+    struct GrowthLevel {
+        std::uint64_t leases = 0;
+        std::uint64_t bytes = 0;
+    };
+    // The owner's first step (or epoch) with a candidate, and the most it has held since.
+    struct Warmup {
+        std::uint64_t when = 0;
+        GrowthLevel level;
+    };
     // The growth rule's list that a lease taken (from = step) or promoted from `from` to
     // `to` now belongs on, if any.
-    [[nodiscard]] std::vector<th_handle>* growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept;
-    std::vector<Leak> grown(std::vector<th_handle>& candidates, std::string_view boundary, bool per_epoch);
+    [[nodiscard]] std::vector<GrowthCandidate>* growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept;
+    void watch_growth(LeaseRecord& lease, std::vector<GrowthCandidate>& candidates);
+    [[nodiscard]] GrowthLevel growth_level(const LeaseRecord& like) const;
+    std::vector<Leak> grown(std::vector<GrowthCandidate>& candidates, std::string_view boundary, bool per_epoch);
 
     bool growth_tracked_ = false;                   // a fit's growth window is open
     StepHooks step_hooks_ = StepHooks::training_batch;
-    std::vector<th_handle> taken_in_steps_;         // candidates for the growth rule per step
-    std::vector<th_handle> taken_in_epoch_hooks_;   // and per epoch
-    std::unordered_map<OwnerId, std::uint64_t> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step
-    std::unordered_map<OwnerId, std::uint64_t> warmup_step_epoch_;  // epoch scope, this epoch
+    std::vector<GrowthCandidate> taken_in_steps_;        // candidates for the growth rule per step
+    std::vector<GrowthCandidate> taken_in_epoch_hooks_;  // and per epoch
+    std::unordered_map<OwnerId, Warmup> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step
+    std::unordered_map<OwnerId, Warmup> warmup_step_epoch_;  // epoch scope, this epoch
     using EpochWarmupKey = std::pair<OwnerId, Phase>;  // by hook
-    std::map<EpochWarmupKey, std::uint64_t> warmup_epoch_;  // taken outside steps: the owner's warm-up epoch in that hook
+    std::map<EpochWarmupKey, Warmup> warmup_epoch_;  // taken outside steps: the owner's warm-up epoch in that hook
+    std::unordered_set<std::uint64_t> growth_reported_;  // lease ids named once, not again at a later check
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;
     TrainPosition position_;

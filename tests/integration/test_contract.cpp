@@ -4,6 +4,7 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <set>
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
@@ -121,6 +122,53 @@ TEST_CASE("CUDA.jl: a pool that only grows is caught at the second step's end", 
     CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch scope=fit "
                                  "acquired_in=batch_start fit=0 epoch=0 step=1") &&
                             Contains("detected_at=batch_end rule=growth"));
+}
+
+TEST_CASE("memory made anew in place of memory freed is level, not growth", "[contract][failures]") {
+    // The latest output kept at every step, and a best copy replaced at every epoch's end.
+    for (const std::string hook : {"batch_start", "epoch_end", "batch_start,epoch_end"}) {
+        DYNAMIC_SECTION(hook) {
+            TempDir dir;
+            auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\npattern = \"replace\"\n"
+                                                               "hook = \"" + hook + "\"\n"));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")});
+            INFO(run.err);
+            CHECK(run.exit_code == 0);
+            CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+        }
+    }
+}
+
+TEST_CASE("a pool grown a step at a time by promoting spares into the fit's scope is caught at the second step's end",
+          "[contract][failures]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.test_growing_pool]\npattern = \"spares\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")});
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=spare scope=fit "
+                                 "acquired_in=epoch_start fit=0 epoch=0 step=0") &&
+                            Contains("detected_at=batch_end rule=growth"));
+}
+
+TEST_CASE("under warn a lease that grows the fit from a step hook is named once, not again at the epoch's end",
+          "[contract][failures]") {
+    TempDir dir;
+    // 3 epochs of 2 steps, each taking an epoch-scoped buffer into the fit's scope: the
+    // first step is the warm-up, each of the other 5 grows the pool once.
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\npattern = \"promote\"\n"
+                                                       "[resources]\non_violation = \"warn\"\n"));
+    auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")}));
+    CHECK(run.exit_code == 0);
+    const auto violations = report_of(dir)["violations"];
+    CHECK(violations.size() == 5);
+    std::set<std::uint64_t> ids;
+    for (const auto& violation : violations) {
+        CHECK(violation["rule"] == "growth");
+        CHECK(violation["detected_at"] == "batch_end");
+        ids.insert(violation["id"].get<std::uint64_t>());
+    }
+    CHECK(ids.size() == 5);
+    CHECK_THAT(run.last_line(), Contains("5 leaks") && Contains("test_growing_pool leaked 320.0 KiB"));
 }
 
 // tiny_config: 30 training samples in batches of 16, so 2 steps per epoch, and 10
@@ -360,6 +408,18 @@ TEST_CASE("a freed or foreign or made-up handle is refused as its own misuse kin
             CHECK_THAT(violations[0]["detail"].get<std::string>(), StartsWith(c.detail_start) && EndsWith(c.detail_end));
         }
     }
+}
+
+TEST_CASE("a late release of a reclaimed lease still names its size", "[contract][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[resources]\non_violation = \"warn\"\n"
+                                                       "[plugins.test_misuser]\nmisuse = \"reclaimed_wrong_size\"\n"));
+    auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_misuser")}));
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("tag=kept scope=step acquired_in=batch_start") && Contains("rule=scope_end"));
+    CHECK_THAT(run.err, Contains("misuse: plugin=test_misuser kind=size_mismatch phase=batch_start") &&
+                            Contains(" as 1 bytes; it held 4096 (reclaimed)\n"));
+    CHECK_THAT(run.last_line(), Contains("1 leak, 1 misuse"));
 }
 
 TEST_CASE("a reclaimed handle is an error for the plugin, not a crash", "[contract][misuse]") {

@@ -3,7 +3,11 @@
 // them back. The growth rule catches it at the second step's end; grown at every
 // epoch start or validation batch instead, at the second epoch's end. With `once`,
 // the correct lazy pattern: one buffer, from start_step on (an average that starts
-// late), which is no growth; in several hooks, one in each.
+// late), which is no growth; in several hooks, one in each. Other patterns: replace
+// (one buffer made anew in each grow, the old one freed: level, no growth), spares
+// (8 epoch-scoped buffers taken at epoch_start, one promoted into the fit's scope and
+// kept at each grow: a pool grown a step at a time) and promote (each grow takes an
+// epoch-scoped buffer and promotes it into the fit's scope at once).
 #include <trainhost/sdk.hpp>
 
 #include <set>
@@ -31,17 +35,21 @@ public:
          "where to allocate: batch_start, epoch_start, val_batch_end or epoch_end, or several, comma-separated"},
         {"epoch_end_after_validation", TH_OPTION_BOOL, "false",
          "in epoch_end, allocate only where a validation ran in the epoch (a monitor's lazy state)"},
+        {"pattern", TH_OPTION_STRING, "\"pool\"", "pool, replace, spares or promote (see the file's comment)"},
     };
     GrowingPool(Context&, const trainhost::sdk::Options& options)
         : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), per_epoch_(options.get_bool("per_epoch")),
           once_(options.get_bool("once")), start_step_(static_cast<std::uint64_t>(options.get_int("start_step"))),
           hooks_(hooks_in(options.get_string("hook"))),
-          epoch_end_after_validation_(options.get_bool("epoch_end_after_validation")) {}
+          epoch_end_after_validation_(options.get_bool("epoch_end_after_validation")),
+          pattern_(options.get_string("pattern")) {}
 
     void on_batch_start(Context& ctx) override {
         if (hooks_.contains("batch_start")) grow(ctx, "batch_start");
     }
     void on_epoch_start(Context& ctx) override {
+        if (pattern_ == "spares")
+            for (int i = 0; i < 8; ++i) spares_.push_back(ctx.allocate(bytes_, TH_SCOPE_EPOCH, "spare"));
         if (hooks_.contains("epoch_start")) grow(ctx, "epoch_start");
     }
     void on_val_batch_end(Context& ctx) override {
@@ -52,6 +60,7 @@ public:
         if (hooks_.contains("epoch_end") && (validated_ || !epoch_end_after_validation_)) grow(ctx, "epoch_end");
         validated_ = false;
         if (per_epoch_) pool_.clear();
+        spares_.clear();
     }
     void on_teardown(Context&) override { pool_.clear(); }  // the "garbage collector"
 
@@ -65,7 +74,19 @@ private:
 
     void grow(Context& ctx, const std::string& hook) {
         if (ctx.state().global_step < start_step_) return;
-        if (once_) {
+        if (pattern_ == "replace") {
+            pool_.clear();
+            pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "replaced"));
+        } else if (pattern_ == "spares") {
+            if (spares_.empty()) return;
+            spares_.back().promote(TH_SCOPE_FIT);
+            pool_.push_back(std::move(spares_.back()));
+            spares_.pop_back();
+        } else if (pattern_ == "promote") {
+            auto buffer = ctx.allocate(bytes_, TH_SCOPE_EPOCH, "promoted");
+            buffer.promote(TH_SCOPE_FIT);
+            pool_.push_back(std::move(buffer));
+        } else if (once_) {
             if (taken_once_in_.insert(hook).second) pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "lazy_state"));
         } else if (!per_epoch_) {
             pool_.push_back(ctx.allocate(bytes_, TH_SCOPE_FIT, "scratch"));
@@ -82,7 +103,9 @@ private:
     std::set<std::string> taken_once_in_;  // with once: the hooks that made their buffer
     bool epoch_end_after_validation_;
     bool validated_ = false;  // in this epoch
+    std::string pattern_;
     std::vector<trainhost::sdk::DeviceBuffer> pool_;
+    std::vector<trainhost::sdk::DeviceBuffer> spares_;  // with pattern = spares: this epoch's
 };
 
 }  // namespace

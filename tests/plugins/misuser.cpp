@@ -18,7 +18,7 @@ public:
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
          "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle, unknown_handle or "
-         "save_mid_batch"},
+         "save_mid_batch, reclaimed_wrong_size"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -115,6 +115,22 @@ public:
             kept_.push_back(std::move(lease));
             return;
         }
+        if (misuse_ == "reclaimed_wrong_size") {
+            // A step-scoped lease kept past its step is reclaimed; its late release must
+            // still name its size.
+            const auto& api = ctx.link().api();
+            if (held_.id == 0) {
+                ctx.link().check(
+                    api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 4096, TH_SCOPE_STEP, "kept", &held_),
+                    "acquire");
+            } else if (!released_late_) {
+                if (api.release(ctx.link().host(), held_, 1) != TH_INVALID_ARGUMENT)
+                    throw std::runtime_error("a release of the wrong size was accepted");
+                ctx.link().check(api.release(ctx.link().host(), held_, 4096), "release");
+                released_late_ = true;
+            }
+            return;
+        }
         if (misuse_ != "use_after_reclaim") return;
         const auto& api = ctx.link().api();
         if (held_.id != 0) {
@@ -130,6 +146,7 @@ public:
 private:
     std::string misuse_;
     th_handle held_{};
+    bool released_late_ = false;
     std::vector<trainhost::sdk::DeviceBuffer> kept_;
 };
 

@@ -199,15 +199,16 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     REQUIRE(grown.size() == 1);
     CHECK(grown[0].lease.tag == "validation_pool");
     // Epoch-scoped memory taken at an epoch's start and promoted past the epoch in a
-    // step grows the pool as surely: the second epoch's is growth.
+    // step grows the pool as surely, a step at a time: the second step's is growth,
+    // named at its batch_end, and once.
     ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
-    for (std::uint32_t epoch : {2u, 3u}) {
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, 7});
+    for (const auto& [epoch, at] : {std::pair{2u, 7u}, std::pair{3u, 9u}}) {
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, at});
         const th_handle kept = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "promoted");
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_END), {0, epoch, 7});
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_END), {0, epoch, at});
         ledger.promote(late, kept, TH_SCOPE_FIT);
-        CHECK(ledger.grown_in_step("batch_end").empty());
-        CHECK(ledger.grown_in_epoch("epoch_end").size() == (epoch == 2 ? 0u : 1u));
+        CHECK(ledger.grown_in_step("batch_end").size() == (epoch == 2 ? 0u : 1u));
+        CHECK(ledger.grown_in_epoch("epoch_end").empty());
     }
     // A new fit forgets the warm-ups.
     ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
