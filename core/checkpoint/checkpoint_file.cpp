@@ -256,8 +256,10 @@ CheckpointData read_checkpoint(const fs::path& file) {
     std::optional<std::string> controlled;
     const auto watch_keys = [&](int depth, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
         using Event = nlohmann::json::parse_event_t;
-        // A crafted header nesting millions deep would take some 80 bytes of memory per byte before any check.
-        if (depth > kHeaderDepth) throw fail(fmt::format("header nests deeper than the {} levels a checkpoint has", kHeaderDepth));
+        // A crafted header nesting millions deep would take some 80 bytes of memory per
+        // byte before any check.
+        if (depth > kHeaderDepth)
+            throw fail(fmt::format("header nests deeper than the {} levels a checkpoint has", kHeaderDepth));
         if ((event == Event::key || event == Event::value) && parsed.is_string() && !controlled &&
             has_control_character(parsed.get_ref<const std::string&>()))
             controlled = parsed.get<std::string>();
@@ -274,7 +276,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
         throw fail(fmt::format("header is not JSON ({})", e.what()));
     }
     if (controlled) throw fail(fmt::format("header holds '{}', with a control character", printable(*controlled)));
-    if (repeated) throw fail(fmt::format("header names '{}' twice in one object", *repeated));
+    if (repeated) throw fail(fmt::format("header names '{}' twice in one object", printable(*repeated)));
     // Whole numbers of 0 or more: the parser would truncate 4.9 to 4 and wrap -1 round.
     const auto counts = [&](const std::string& name, const nlohmann::json& entry, const char* field) {
         const nlohmann::json& value = entry.at(field);
@@ -345,7 +347,8 @@ CheckpointData read_checkpoint(const fs::path& file) {
                                      payload.begin() + static_cast<std::ptrdiff_t>(spans[i].second));
     const std::string computed = std::to_string(crc_of(payload));
     if (data.metadata["crc32"] != computed)
-        throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", data.metadata["crc32"], computed));
+        throw fail(fmt::format("checksum mismatch: stored crc32 {}, data has {} (corrupt file)", printable(data.metadata["crc32"]),
+                               computed));
     for (const auto& [checked, key] : {std::pair{metadata_checked, "metadata_crc32"}, std::pair{header_checked, "header_crc32"}})
         if (checked && !data.metadata.contains(key))
             throw fail(fmt::format("format {} has no {} (corrupt or edited file)", format, key));
@@ -354,14 +357,14 @@ CheckpointData read_checkpoint(const fs::path& file) {
         if (data.metadata["metadata_crc32"] != computed_metadata)
             throw fail(fmt::format("checksum mismatch: stored metadata_crc32 {}, metadata has {} (corrupt or edited "
                                    "file)",
-                                   data.metadata["metadata_crc32"], computed_metadata));
+                                   printable(data.metadata["metadata_crc32"]), computed_metadata));
     }
     if (header_checked) {
         const std::string computed_header = std::to_string(header_crc_of(header, data.metadata));
         if (data.metadata["header_crc32"] != computed_header)
             throw fail(fmt::format("checksum mismatch: stored header_crc32 {}, the tensor table and metadata have {} "
                                    "(corrupt or edited file)",
-                                   data.metadata["header_crc32"], computed_header));
+                                   printable(data.metadata["header_crc32"]), computed_header));
     }
     return data;
 }

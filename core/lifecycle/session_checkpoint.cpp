@@ -369,7 +369,8 @@ void Session::restore_parameters(const checkpoint::CheckpointData& data, const s
     if (!unexpected.empty())
         throw ConfigError(fmt::format("{}: the checkpoint has {} parameter(s) this model lacks ({}{}): was it saved "
                                       "from another model?",
-                                      file, unexpected.size(), unexpected.front(), unexpected.size() > 1 ? ", ..." : ""));
+                                      file, unexpected.size(), printable(unexpected.front()),
+                                      unexpected.size() > 1 ? ", ..." : ""));
     for (const nn::Parameter* p : fit_->model->parameters()) {
         const checkpoint::TensorEntry* saved = data.find("param/" + p->name);
         if (saved == nullptr)

@@ -120,7 +120,8 @@ void PluginInstance::create() {
         [&] { return entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result); },
         thrown));
     if (status != TH_OK || instance == nullptr) {
-        // A refusal that still made an instance is destroyed, as every created one is.
+        // A refusal that still made an instance is destroyed, as every created one is;
+        // not one whose create threw, which may be half made.
         if (instance != nullptr && thrown.empty()) entry().destroy(instance);
         std::string message = thrown.empty() ? message_of(result) : thrown;
         if (message.empty())

@@ -220,6 +220,9 @@ void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
         throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("cannot promote lease {} from scope {} to {}", handle.id,
                                                              scope_name(lease.scope), scope_name(scope)));
     std::vector<GrowthCandidate>* candidates = growth_candidates_for(owner, lease.scope, scope);
+    // Room first, so that noting the candidate cannot throw once the scope has changed.
+    if (candidates != nullptr && candidates->size() == candidates->capacity())
+        candidates->reserve(std::max<std::size_t>(16, 2 * candidates->size()));
     --leases_per_scope_[lease.scope];
     lease.scope = scope;
     ++leases_per_scope_[lease.scope];
@@ -415,10 +418,14 @@ std::vector<Leak> Ledger::grown(std::vector<GrowthCandidate>& candidates, std::s
                       : (found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_)
                             .try_emplace(found->owner, Warmup{when, {}})
                             .first->second;
-        const GrowthLevel held = growth_level(*found);
-        auto [excess, first_here] =
-            unnamed.try_emplace(&warmup, GrowthLevel{beyond(held.leases, warmup.level.leases), beyond(held.bytes, warmup.level.bytes)});
-        if (first_here) warmup.level = GrowthLevel{std::max(warmup.level.leases, held.leases), std::max(warmup.level.bytes, held.bytes)};
+        auto excess = unnamed.find(&warmup);
+        if (excess == unnamed.end()) {  // the level once per warm-up and check: it walks the live leases
+            const GrowthLevel held = growth_level(*found);
+            excess = unnamed.emplace(&warmup, GrowthLevel{beyond(held.leases, warmup.level.leases),
+                                                          beyond(held.bytes, warmup.level.bytes)})
+                         .first;
+            warmup.level = GrowthLevel{std::max(warmup.level.leases, held.leases), std::max(warmup.level.bytes, held.bytes)};
+        }
         if (when <= warmup.when || (excess->second.leases == 0 && excess->second.bytes == 0)) continue;
         excess->second = GrowthLevel{beyond(excess->second.leases, 1), beyond(excess->second.bytes, found->bytes_requested)};
         growth_reported_.insert(found->id);

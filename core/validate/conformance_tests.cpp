@@ -1,9 +1,11 @@
 // The conformance tests themselves. Each returns "" on success, "skip: why" when
 // it does not apply to this plugin, or what went wrong.
 #include "config/run_config.hpp"
+#include "config/table_reader.hpp"
 #include "errors.hpp"
 #include "lifecycle/session.hpp"
 #include "plugin/plugin_library.hpp"
+#include "trainhost/nearest_name.hpp"
 #include "validate/validate.hpp"
 #include "validate/validation_host.hpp"
 
@@ -473,7 +475,15 @@ int run_conformance_test(const std::string& test, const ValidateOptions& options
             c.library = plugin::PluginLibrary::load(c.file);
             if (!options.config.empty()) {
                 auto config = toml::parse_file(options.config);
-                if (auto* table = config["plugins"][std::string(c.library->name())].as_table()) c.plugin_table = *table;
+                const std::string name(c.library->name());
+                if (auto* table = config["plugins"][name].as_table()) c.plugin_table = *table;
+                else if (const toml::table* tables = config["plugins"].as_table())
+                    for (const auto& [other, node] : *tables)
+                        if (nearest_name(other.str(), std::vector<std::string>{name}, kTypoLikeness))
+                            throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin being validated; did you "
+                                                          "mean [plugins.{}]? (as it is, {} is tested on its defaults)",
+                                                          config::source_position(options.config, node.source()),
+                                                          other.str(), name, name));
             }
             failure = t.run(c);
         } catch (const std::exception& e) {

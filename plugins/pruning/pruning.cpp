@@ -141,9 +141,9 @@ public:
     }
 
     void on_fit_start(Context& ctx) override {
-        if (steps_done_ > 0) {
-            // Resumed from a checkpoint, whose metrics came back as they were when it was saved.
-            apply_masks(ctx);
+        if (resumed_) {
+            // The checkpoint's metrics came back as they were when it was saved.
+            if (steps_done_ > 0) apply_masks(ctx);
             return;
         }
         if (at_fit_start_) {
@@ -223,6 +223,7 @@ public:
                                      std::to_string(planned_steps()) +
                                      " the schedule plans; resume with the schedule it was saved with");
         steps_done_ = steps_done;
+        resumed_ = true;
         rng_.set_state(in.get<std::uint64_t>());
         const bool masks = in.get<std::uint8_t>() != 0;
         const bool originals = in.get<std::uint8_t>() != 0;
@@ -439,6 +440,7 @@ private:
     pruning::SplitMix64 rng_;
     std::vector<Target> targets_;
     std::uint32_t steps_done_ = 0;
+    bool resumed_ = false;  // from a checkpoint's state, in this fit
     bool masks_held_ = true;
 };
 

@@ -274,29 +274,34 @@ TEST_CASE("pruning: checkpoints carry masks, originals, progress and the generat
 }
 
 TEST_CASE("pruning: a resume within an epoch keeps the metrics the checkpoint saved", "[pruning][checkpoint]") {
-    TempDir dir;
-    const std::string options = "method = \"random_unstructured\"\nschedule = \"0.5\"\nseed = 9";
-    auto table = [&](const char* sub) {
-        return "[plugins.checkpoint]\ndirpath = \"" + (dir.path() / sub).string() +
-               "\"\nfilename = \"{step}\"\nevery_n_train_steps = 1\nsave_top_k = -1\n";
-    };
-    check_clean(run_pruning(dir, 2, options, "pruning,checkpoint", table("a")));
-    // From step 3, within epoch 2: the save at step 4 comes before epoch 2's end publishes
-    // again, so it holds the metrics of epoch 1's end, as the uninterrupted run's does.
-    fs::create_directories(dir.path() / "b");
-    fs::copy_file(dir.path() / "a" / "step=3.safetensors", dir.path() / "b" / "step=3.safetensors");
-    check_clean(run_pruning(dir, 2, options, "pruning,checkpoint", table("b"),
-                            {"--resume", (dir.path() / "b" / "step=3.safetensors").string()}));
-    const auto straight = trainhost::checkpoint::read_checkpoint(dir.path() / "a" / "step=4.safetensors");
-    const auto resumed = trainhost::checkpoint::read_checkpoint(dir.path() / "b" / "step=4.safetensors");
-    for (const char* key : {"metric/pruning.weight_l1", "metric/pruning.sparsity.dense0.weight"}) {
-        INFO(key);
-        REQUIRE(straight.meta(key) != nullptr);
-        REQUIRE(resumed.meta(key) != nullptr);
-        CHECK(*resumed.meta(key) == *straight.meta(key));
+    // After the first pruning step, and before it (a start_epoch not reached yet).
+    for (const std::string first : {"", "start_epoch = 1\n"}) {
+        DYNAMIC_SECTION("options: " << first) {
+            TempDir dir;
+            const std::string options = first + "method = \"random_unstructured\"\nschedule = \"0.5\"\nseed = 9";
+            auto table = [&](const char* sub) {
+                return "[plugins.checkpoint]\ndirpath = \"" + (dir.path() / sub).string() +
+                       "\"\nfilename = \"{step}\"\nevery_n_train_steps = 1\nsave_top_k = -1\n";
+            };
+            check_clean(run_pruning(dir, 2, options, "pruning,checkpoint", table("a")));
+            // From step 3, within epoch 2: the save at step 4 comes before epoch 2's end publishes
+            // again, so it holds the metrics of epoch 1's end, as the uninterrupted run's does.
+            fs::create_directories(dir.path() / "b");
+            fs::copy_file(dir.path() / "a" / "step=3.safetensors", dir.path() / "b" / "step=3.safetensors");
+            check_clean(run_pruning(dir, 2, options, "pruning,checkpoint", table("b"),
+                                    {"--resume", (dir.path() / "b" / "step=3.safetensors").string()}));
+            const auto straight = trainhost::checkpoint::read_checkpoint(dir.path() / "a" / "step=4.safetensors");
+            const auto resumed = trainhost::checkpoint::read_checkpoint(dir.path() / "b" / "step=4.safetensors");
+            for (const char* key : {"metric/pruning.weight_l1", "metric/pruning.sparsity.dense0.weight"}) {
+                INFO(key);
+                REQUIRE(straight.meta(key) != nullptr);
+                REQUIRE(resumed.meta(key) != nullptr);
+                CHECK(*resumed.meta(key) == *straight.meta(key));
+            }
+            checkpoint_runs::check_same_tensors(dir.path() / "a" / "step=4.safetensors",
+                                                dir.path() / "b" / "step=4.safetensors", "param/");
+        }
     }
-    checkpoint_runs::check_same_tensors(dir.path() / "a" / "step=4.safetensors", dir.path() / "b" / "step=4.safetensors",
-                                        "param/");
 }
 
 TEST_CASE("pruning: options are checked before anything runs", "[pruning][config]") {

@@ -197,9 +197,6 @@ TEST_CASE("validate reads the plugin's table as training does: a misspelt or mis
           "[validate]") {
     TempDir dir;
     const std::vector<std::pair<std::string, std::string>> cases = {
-        {"[plugins.early_stoping]\npatience = 3\n",
-         ":1:1: [plugins.early_stoping] names no plugin being validated; did you mean [plugins.early_stopping]? (as it "
-         "is, early_stopping is tested on its defaults)"},
         {"plugins = 5\n", ":1:11: plugins: expected a table of [plugins.<name>] tables, found an integer"},
         {"[plugins]\nearly_stopping = \"patient\"\n",
          ":2:18: [plugins] early_stopping: expected a table of options, found a string"},
@@ -212,9 +209,26 @@ TEST_CASE("validate reads the plugin's table as training does: a misspelt or mis
         CHECK(run.err == "error: " + config.string() + message + "\n");
         CHECK(run.out.empty());
     }
+    // A table named almost as the plugin's entry names it, where it has none: each test
+    // fails saying so, as training would refuse it.
+    const auto typo = dir.write("typo.toml", "[plugins.early_stoping]\npatience = 3\n");
+    auto run = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--config", typo.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("FAIL  metadata                 " + typo.string() + ":1:1: [plugins.early_stoping] names "
+                                 "no plugin being validated; did you mean [plugins.early_stopping]? (as it is, "
+                                 "early_stopping is tested on its defaults)"));
+    // The name is the entry's, not the file's: a renamed copy reads [plugins.early_stopping].
+    std::filesystem::create_directories(dir.path() / "renamed");
+    const auto renamed = dir.path() / "renamed" / "early_stopping2.so";
+    std::filesystem::copy_file(std::filesystem::path(TRAINHOST_BINARY).parent_path().parent_path() / "plugins" /
+                                   "early_stopping.so",
+                               renamed);
+    const auto right = dir.write("right.toml", "[plugins.early_stopping]\npatience = 3\n");
+    run = run_trainhost({"validate", renamed.string(), "--strictness", "1", "--config", right.string()});
+    CHECK(run.exit_code == 0);
     // Another plugin's table is left alone: one config may serve several.
     const auto other = dir.write("other.toml", "[plugins.checkpoint]\nsave_last = true\n");
-    auto run = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--config", other.string()});
+    run = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--config", other.string()});
     CHECK(run.exit_code == 0);
 }
 

@@ -11,7 +11,12 @@ CpuDevice::CpuDevice(unsigned ordinal) : name_("cpu:" + std::to_string(ordinal))
 
 void* CpuDevice::create_object(th_resource_kind kind) noexcept {
     switch (kind) {
-    case TH_RESOURCE_STREAM: return new (std::nothrow) CpuStream();
+    case TH_RESOURCE_STREAM:
+        try {  // its progress, shared with its events, is a second allocation
+            return new CpuStream();
+        } catch (const std::bad_alloc&) {
+            return nullptr;
+        }
     case TH_RESOURCE_EVENT: return new (std::nothrow) CpuEvent();
     case TH_RESOURCE_BLAS_HANDLE: {
         auto* context = new (std::nothrow) CpuBlasContext();
