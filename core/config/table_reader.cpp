@@ -14,8 +14,6 @@ std::string source_position(const std::filesystem::path& file, const toml::sourc
     return fmt::format("{}:{}:{}", file.string(), region.begin.line, region.begin.column);
 }
 
-namespace {
-
 std::string_view type_name(const toml::node& node) {
     switch (node.type()) {
     case toml::node_type::table: return "a table";
@@ -27,8 +25,6 @@ std::string_view type_name(const toml::node& node) {
     default: return "a date or time";
     }
 }
-
-}  // namespace
 
 TableReader::TableReader(const toml::table& table, std::string where, std::filesystem::path file)
     : table_(table), where_(std::move(where)), file_(std::move(file)) {}

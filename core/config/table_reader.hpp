@@ -15,6 +15,9 @@
 namespace trainhost::config {
 
 // "file:line:column" of a node, or just the file when the node has no source.
+// A TOML value's kind, with its article, for a message ("an integer", "a table").
+[[nodiscard]] std::string_view type_name(const toml::node& node);
+
 [[nodiscard]] std::string source_position(const std::filesystem::path& file, const toml::source_region& region);
 
 class TableReader {

@@ -198,20 +198,15 @@ void make_search_path_absolute() {
 void check_plugin_tables(const toml::table& config, const std::string& file) {
     const toml::node* plugins = config.get("plugins");
     if (plugins == nullptr) return;
-    const auto kind = [](const toml::node& node) {
-        std::ostringstream name;
-        name << node.type();
-        const bool vowel = std::string_view("aeiou").find(name.str().front()) != std::string_view::npos;
-        return (vowel ? "an " : "a ") + name.str();
-    };
     const toml::table* tables = plugins->as_table();
     if (tables == nullptr)
         throw ConfigError(fmt::format("{}: plugins: expected a table of [plugins.<name>] tables, found {}",
-                                      config::source_position(file, plugins->source()), kind(*plugins)));
+                                      config::source_position(file, plugins->source()), config::type_name(*plugins)));
     for (const auto& [name, node] : *tables)
         if (!node.is_table())
             throw ConfigError(fmt::format("{}: [plugins] {}: expected a table of options, found {}",
-                                          config::source_position(file, node.source()), name.str(), kind(node)));
+                                          config::source_position(file, node.source()), name.str(),
+                                          config::type_name(node)));
 }
 
 }  // namespace
