@@ -28,6 +28,9 @@ public:
     // earlier kernel, say) throws, naming the device and the call: it must not read
     // as "out of memory".
     [[nodiscard]] virtual void* allocate(std::size_t bytes, std::size_t& reserved) = 0;
+    // The `reserved` that allocate(bytes) would set aside, known before allocating, so
+    // that a budget counts a thousand one-byte leases as the memory they really hold.
+    [[nodiscard]] virtual std::size_t rounded(std::size_t bytes) const noexcept = 0;
     virtual void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept = 0;
     virtual void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) = 0;
     virtual void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) = 0;

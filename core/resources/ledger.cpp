@@ -64,12 +64,16 @@ void Ledger::count_out(const LeaseRecord& lease) noexcept {
     --leases_per_scope_[lease.scope];
 }
 
-void Ledger::check_budget(OwnerId owner, std::uint64_t bytes) const {
+void Ledger::check_budget(OwnerId owner, device::DeviceIndex device, std::uint64_t bytes) const {
     const OwnerUsage& usage = usage_.at(owner);
-    if (usage.budget == 0 || usage.bytes_in_use + bytes <= usage.budget) return;
+    if (usage.budget == 0) return;
+    // What the allocator would set aside, not what was asked: else many small leases
+    // hold many times the limit (a thousand 1-byte leases are 64 KB on the CPU).
+    const std::uint64_t set_aside = devices_[device]->memory().rounded(bytes);
+    if (usage.bytes_allocated <= usage.budget && set_aside <= usage.budget - usage.bytes_allocated) return;
     std::map<std::pair<OwnerId, th_scope>, std::uint64_t> holders;
     live_.for_each([&](const LeaseRecord& lease) {
-        if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) holders[{lease.owner, lease.scope}] += lease.bytes_requested;
+        if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) holders[{lease.owner, lease.scope}] += lease.bytes_reserved;
     });
     std::vector<std::pair<std::uint64_t, std::string>> ranked;
     for (const auto& [key, held] : holders)
@@ -78,12 +82,14 @@ void Ledger::check_budget(OwnerId owner, std::uint64_t bytes) const {
     std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<std::string> top;
     for (std::size_t i = 0; i < ranked.size() && i < 5; ++i) top.push_back(ranked[i].second);
+    const std::string asked = set_aside == bytes
+                                  ? human_bytes(bytes)
+                                  : fmt::format("{} ({} as allocated)", human_bytes(bytes), human_bytes(set_aside));
     throw ResourceError(TH_OUT_OF_MEMORY,
                         fmt::format("{} is over its device_memory_limit of {}: holds {}, asked for {} more; top holders: "
                                     "{}",
-                                    owners_.at(owner), human_bytes(usage.budget),
-                                    human_bytes(usage.bytes_in_use), human_bytes(bytes),
-                                    top.empty() ? std::string("none") : fmt::format("{}", fmt::join(top, ", "))));
+                                    owners_.at(owner), human_bytes(usage.budget), human_bytes(usage.bytes_allocated),
+                                    asked, top.empty() ? std::string("none") : fmt::format("{}", fmt::join(top, ", "))));
 }
 
 th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope, std::string tag,
@@ -96,7 +102,7 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
         throw ResourceError(TH_INVALID_ARGUMENT, "a plugin's lease cannot outlive the plugin: use scope plugin or narrower");
     if (device >= devices_.size()) throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("no device {}", device));
     if (is_memory(kind) && bytes == 0) throw ResourceError(TH_INVALID_ARGUMENT, "a memory lease needs at least one byte");
-    if (kind == TH_RESOURCE_DEVICE_MEMORY) check_budget(owner, bytes);
+    if (kind == TH_RESOURCE_DEVICE_MEMORY) check_budget(owner, device, bytes);
 
     // Everything that can throw happens before the upstream allocation (which itself
     // throws only having taken nothing), so that a failure never leaves memory that

@@ -37,7 +37,7 @@ struct OwnerUsage {
     std::uint64_t bytes_allocated = 0;  // device memory, after the allocator's rounding
     std::uint64_t bytes_reserved = 0;   // device and pinned memory after rounding, plus objects
     std::uint64_t peak_bytes_in_use = 0;
-    std::uint64_t budget = 0;          // device memory limit; 0 = none
+    std::uint64_t budget = 0;          // limit on bytes_allocated; 0 = none
 };
 
 class Ledger {
@@ -50,7 +50,7 @@ public:
 
     [[nodiscard]] OwnerId register_owner(const std::string& name);
     [[nodiscard]] const std::string& owner_name(OwnerId owner) const;
-    // Device memory an owner may hold at once (0 = unlimited).
+    // Device memory an owner may hold at once, as the allocator rounds it (0 = unlimited).
     void set_budget(OwnerId owner, std::uint64_t bytes) { usage_.at(owner).budget = bytes; }
     void set_capture_stacks(bool capture) noexcept { capture_stacks_ = capture; }
 
@@ -130,7 +130,7 @@ public:
 private:
     LeaseRecord& checked(OwnerId owner, th_handle handle, const char* operation);
     [[noreturn, gnu::cold, gnu::noinline]] void refuse_missing(OwnerId owner, th_handle handle, const char* operation);
-    void check_budget(OwnerId owner, std::uint64_t bytes) const;
+    void check_budget(OwnerId owner, device::DeviceIndex device, std::uint64_t bytes) const;
     void* allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex device,
                             std::size_t& reserved);
     void free_upstream(const LeaseRecord& lease) noexcept;

@@ -3,6 +3,7 @@
 #include "resources/ledger.hpp"
 
 #include <catch2/catch.hpp>
+#include <vector>
 
 using namespace trainhost;
 using resources::Ledger;
@@ -231,6 +232,32 @@ TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
     CHECK_THROWS_AS(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 0, TH_SCOPE_FIT, ""), ResourceError);
 }
 
+TEST_CASE("a budget counts memory as the allocator sets it aside, not as asked", "[ledger][budget]") {
+    device::CpuDevice cpu(0);
+    Ledger ledger({&cpu});
+    const auto owner = ledger.register_owner("tiny");
+    ledger.set_budget(owner, 1000);
+    std::vector<th_handle> held;
+    // Each 1-byte lease sets aside 64 bytes: 15 fit in 1000, the 16th would hold 1024.
+    for (int i = 0; i < 15; ++i) held.push_back(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 1, TH_SCOPE_FIT, "b"));
+    CHECK(ledger.usage(owner).bytes_allocated == 960);
+    CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 1, TH_SCOPE_FIT, "b"),
+                      "tiny is over its device_memory_limit of 1000 B: holds 960 B, asked for 1 B (64 B as allocated) "
+                      "more; top holders: tiny (fit scope) 960 B");
+    CHECK(ledger.usage(owner).leases == 15);  // the refused one took nothing
+    CHECK(cpu.memory().stats().reserved == 960);
+    // A request the rounding leaves as it is reads as asked; one that lands exactly on the limit fits.
+    for (const th_handle& h : held) ledger.release(owner, h, 1);
+    ledger.set_budget(owner, 1024);
+    const th_handle whole = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 1000, TH_SCOPE_FIT, "b");
+    CHECK(ledger.usage(owner).bytes_allocated == 1024);
+    CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "b"),
+                      Catch::StartsWith("tiny is over its device_memory_limit of 1.0 KiB: holds 1.0 KiB, asked for "
+                                        "64 B more;"));
+    ledger.release(owner, whole, 1000);
+    CHECK(ledger.usage(owner).bytes_allocated == 0);
+}
+
 namespace {
 
 // A device whose memory fails on demand: out of memory (nullptr), or a fault that
@@ -247,6 +274,7 @@ public:
             throw std::runtime_error("cuda:0: cudaMallocFromPoolAsync: an illegal memory access was encountered");
         return inner_.allocate(bytes, reserved);
     }
+    [[nodiscard]] std::size_t rounded(std::size_t bytes) const noexcept override { return inner_.rounded(bytes); }
     void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override {
         inner_.deallocate(address, bytes, reserved);
     }

@@ -6,11 +6,19 @@
 
 namespace trainhost::device {
 
+namespace {
+// Beyond any machine's memory, and the rounding must not wrap around.
+constexpr std::size_t kLargest = std::size_t{1} << 44;
+}  // namespace
+
+std::size_t CpuMemoryResource::rounded(std::size_t bytes) const noexcept {
+    if (bytes > kLargest) return bytes;
+    return (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+}
+
 void* CpuMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) noexcept {
-    // Beyond any machine's memory, and the rounding below must not wrap around.
-    constexpr std::size_t kLargest = std::size_t{1} << 44;
     if (bytes > kLargest) return nullptr;
-    reserved = (std::max<std::size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    reserved = rounded(bytes);
     void* address = std::aligned_alloc(kAlignment, reserved);
     if (address == nullptr) return nullptr;
     stats_.in_use += bytes;

@@ -12,6 +12,7 @@ public:
 
     [[nodiscard]] const std::string& device_name() const noexcept override { return name_; }
     [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) noexcept override;
+    [[nodiscard]] std::size_t rounded(std::size_t bytes) const noexcept override;
     void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override;
     void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override;
     void copy_from_host(void* device_dst, const void* host_src, std::size_t bytes) override;

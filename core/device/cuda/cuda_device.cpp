@@ -70,8 +70,13 @@ CudaMemoryResource::~CudaMemoryResource() {
     }
 }
 
+std::size_t CudaMemoryResource::rounded(std::size_t bytes) const noexcept {
+    if (bytes > ~std::size_t{0} - kGranularity) return bytes;  // no device has that much: the allocation fails
+    return (bytes + kGranularity - 1) / kGranularity * kGranularity;
+}
+
 void* CudaMemoryResource::allocate(std::size_t bytes, std::size_t& reserved) {
-    reserved = (bytes + kGranularity - 1) / kGranularity * kGranularity;
+    reserved = rounded(bytes);
     void* address = nullptr;
     if (out_of_memory(cudaSetDevice(ordinal_), name_, "cudaSetDevice") ||
         out_of_memory(cudaMallocFromPoolAsync(&address, bytes, pool_, stream_), name_, "cudaMallocFromPoolAsync"))
@@ -119,7 +124,7 @@ MemoryStats CudaMemoryResource::stats() const noexcept {
 }
 
 void* CudaPinnedResource::allocate(std::size_t bytes, std::size_t& reserved) {
-    reserved = bytes;
+    reserved = rounded(bytes);
     void* address = nullptr;
     if (out_of_memory(cudaMallocHost(&address, bytes), name_, "cudaMallocHost")) return nullptr;
     stats_.in_use += bytes;
