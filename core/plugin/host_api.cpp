@@ -470,7 +470,7 @@ th_status grad_scale(th_host* host, std::uint32_t index, float factor) {
     return guarded(host, "grad_scale", kGradients, [&] {
         if (th_status s = check_declared_write(host, "grad_scale", kGradsName); s != TH_OK) return s;
         if (!std::isfinite(factor))
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("a factor is finite, not {}", factor));
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("grad_scale: a factor must be finite, not {}", factor));
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;

@@ -122,6 +122,10 @@ TEST_CASE("CUDA.jl: a pool that only grows is caught at the second step's end", 
     CHECK_THAT(run.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch scope=fit "
                                  "acquired_in=batch_start fit=0 epoch=0 step=1") &&
                             Contains("detected_at=batch_end rule=growth"));
+    // The fit stops where the leak showed, and says so first.
+    CHECK_THAT(run.err, Contains("\nerror: resource contract violated at batch_end: leak: plugin=test_growing_pool "
+                                 "kind=device_memory bytes=65536 tag=scratch"));
+    CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs, ") && Contains(" - failed (exit 3)\n"));
 }
 
 TEST_CASE("memory made anew in place of memory freed is level, not growth", "[contract][failures]") {
@@ -279,6 +283,9 @@ TEST_CASE("Lightning: optimizer state left after teardown is named at teardown",
     // The epochs ran normally: the leak only exists once teardown is over.
     CHECK(report_of(dir)["fits"][0]["epochs"].size() == 2);
     CHECK(report_of(dir)["violations"].size() == 4);  // one per parameter
+    CHECK_THAT(report_of(dir)["fits"][0]["failure"].get<std::string>(),
+               StartsWith("resource contract violated at the end of fit 1: leak: plugin=test_teardown_leftover "
+                          "kind=device_memory bytes=128 tag=dense0.weight.exp_avg"));
 }
 
 TEST_CASE("Lightning: pruning copies kept across fits are named at the first fit's end", "[contract][failures]") {

@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <functional>
 #include <string>
+#include <tuple>
 #include <vector>
 
 using namespace trainhost;
@@ -156,6 +158,115 @@ TEST_CASE("gradients and the learning rate are reached in their phases and as de
         REQUIRE(ledger.misuses().size() == 2);
         CHECK(ledger.misuses()[0].kind == resources::MisuseKind::undeclared_write);
     }
+}
+
+TEST_CASE("a host call with a missing or wrong argument is refused with what is wrong", "[host_api][misuse]") {
+    ProbeHost host;
+    const th_host_api& api = plugin::host_api();
+    resources::Ledger& ledger = host.services.ledger();
+    // A phase where every call below is allowed, so that only its arguments are wrong.
+    ledger.set_position(static_cast<resources::Phase>(TH_HOOK_AFTER_BACKWARD), {0, 0, 1});
+    th_host* h = &host.raw;
+    th_param_info info{};
+    info.struct_size = sizeof info;
+    REQUIRE(api.param_info(h, 0, &info) == TH_OK);
+    const std::string param = info.name;
+    std::uint32_t params = 0;
+    REQUIRE(api.param_count(h, &params) == TH_OK);
+    std::vector<float> values(info.numel);
+    th_handle stream{};
+    REQUIRE(api.acquire(h, TH_RESOURCE_STREAM, 0, TH_SCOPE_FIT, "s", &stream) == TH_OK);
+    th_handle odd{};
+    REQUIRE(api.acquire(h, TH_RESOURCE_DEVICE_MEMORY, 6, TH_SCOPE_FIT, "odd", &odd) == TH_OK);
+    double number = 0;
+    std::uint32_t count = 0;
+    const char* key = nullptr;
+    int complete = 0;
+    float threshold = 0;
+    const std::uint32_t first = 0;
+    th_owner_usage usage{};
+    usage.struct_size = sizeof usage;
+    const std::string lease = std::to_string(odd.id);
+    const std::string bytes = std::to_string(info.numel * sizeof(float));
+
+    const std::vector<std::tuple<std::string, std::function<th_status()>, th_status, std::string>> cases = {
+        {"train_state", [&] { return api.train_state(h, nullptr); }, TH_INVALID_ARGUMENT,
+         "train_state needs a th_train_state with struct_size set"},
+        {"metric_get without a key", [&] { return api.metric_get(h, nullptr, &number); }, TH_INVALID_ARGUMENT,
+         "metric_get needs a key and an output"},
+        {"metric_get of no metric", [&] { return api.metric_get(h, "val_nothing", &number); }, TH_NOT_FOUND,
+         "no metric named 'val_nothing' (yet)"},
+        {"metric_set", [&] { return api.metric_set(h, "", 1.0); }, TH_INVALID_ARGUMENT, "metric_set needs a key"},
+        {"param_count", [&] { return api.param_count(h, nullptr); },
+         TH_INVALID_ARGUMENT, "param_count needs an output"},
+        {"param_info", [&] { return api.param_info(h, 0, nullptr); }, TH_INVALID_ARGUMENT,
+         "param_info needs a th_param_info with struct_size set"},
+        {"param_info past the last", [&] { return api.param_info(h, params, &info); }, TH_INVALID_ARGUMENT,
+         "parameter index " + std::to_string(params) + " out of range (the model has " + std::to_string(params) + ")"},
+        {"param_read", [&] { return api.param_read(h, 0, nullptr, info.numel); },
+         TH_INVALID_ARGUMENT, "param_read needs a buffer"},
+        {"param_write short", [&] { return api.param_write(h, 0, values.data(), info.numel - 1); }, TH_INVALID_ARGUMENT,
+         "param_write: parameter " + param + " has " + std::to_string(info.numel) + " elements, the buffer " +
+             std::to_string(info.numel - 1)},
+        {"acquire", [&] { return api.acquire(h, TH_RESOURCE_STREAM, 0, TH_SCOPE_FIT, "s", nullptr); },
+         TH_INVALID_ARGUMENT,
+         "acquire needs an output handle"},
+        {"copy_to_host", [&] { return api.copy_to_host(h, odd, 0, nullptr, 4); },
+         TH_INVALID_ARGUMENT, "copy_to_host needs a buffer"},
+        {"copy_from_host", [&] { return api.copy_from_host(h, odd, 0, nullptr, 4); }, TH_INVALID_ARGUMENT,
+         "copy_from_host needs a buffer"},
+        {"event_query", [&] { return api.event_query(h, stream, nullptr); },
+         TH_INVALID_ARGUMENT, "event_query needs an output"},
+        {"event_query of a stream", [&] { return api.event_query(h, stream, &complete); }, TH_INVALID_ARGUMENT,
+         "lease " + std::to_string(stream.id) + " is of kind stream, not event"},
+        {"metric_count", [&] { return api.metric_count(h, nullptr); },
+         TH_INVALID_ARGUMENT, "metric_count needs an output"},
+        {"metric_at without outputs", [&] { return api.metric_at(h, 0, nullptr, &number); }, TH_INVALID_ARGUMENT,
+         "metric_at needs outputs"},
+        {"metric_at past the last", [&] { return api.metric_at(h, 1000, &key, &number); }, TH_INVALID_ARGUMENT,
+         "metric index 1000 out of range"},
+        {"owner_count", [&] { return api.owner_count(h, nullptr); },
+         TH_INVALID_ARGUMENT, "owner_count needs an output"},
+        {"owner_usage without a struct", [&] { return api.owner_usage(h, 0, nullptr); }, TH_INVALID_ARGUMENT,
+         "owner_usage needs a th_owner_usage with struct_size set"},
+        {"owner_usage of nobody", [&] { return api.owner_usage(h, 999, &usage); }, TH_INVALID_ARGUMENT, "no owner 999"},
+        {"param_copy_to a lease of another size", [&] { return api.param_copy_to(h, 0, odd); }, TH_INVALID_ARGUMENT,
+         "param_copy_to: lease " + lease + " must be device memory of " + bytes + " bytes on cpu:0 for parameter " +
+             param},
+        {"magnitude_threshold", [&] { return api.magnitude_threshold(h, nullptr, nullptr, 1, 1, &threshold); },
+         TH_INVALID_ARGUMENT,
+         "magnitude_threshold needs parameter indices and an output"},
+        {"magnitude_threshold past the entries",
+         [&] { return api.magnitude_threshold(h, &first, nullptr, 1, info.numel + 1, &threshold); },
+         TH_INVALID_ARGUMENT,
+         "magnitude_threshold: k = " + std::to_string(info.numel + 1) + " but the parameters hold " +
+             std::to_string(info.numel) + " entries"},
+        {"fill of a part float", [&] { return api.fill(h, odd, 1.0f); }, TH_INVALID_ARGUMENT,
+         "fill needs device memory holding whole floats"},
+        {"fill of a stream", [&] { return api.fill(h, stream, 1.0f); }, TH_INVALID_ARGUMENT,
+         "fill needs device memory holding whole floats"},
+        {"grad_scale by infinity", [&] { return api.grad_scale(h, 0, HUGE_VALF); }, TH_INVALID_ARGUMENT,
+         "grad_scale: a factor must be finite, not inf"},
+        {"lr_get", [&] { return api.lr_get(h, nullptr); }, TH_INVALID_ARGUMENT, "lr_get needs an output"},
+        {"lr_set", [&] { return api.lr_set(h, -1); },
+         TH_INVALID_ARGUMENT, "a learning rate is in [0, 1000], as the config's, not -1"},
+        {"output_read into too little", [&] { return api.output_read(h, values.data(), 2, nullptr, nullptr); },
+         TH_BUFFER_TOO_SMALL,
+         "output_read: the batch holds 6 values, the buffer 2"},
+        {"label_read into nothing", [&] { return api.label_read(h, nullptr, 3, nullptr); }, TH_BUFFER_TOO_SMALL,
+         "label_read: the batch holds 3 values, the buffer 0"},
+        {"state_write", [&] { return api.state_write(h, nullptr, 4); }, TH_INVALID_ARGUMENT, "state_write needs bytes"},
+        {"save_checkpoint", [&] { return api.save_checkpoint(h, "", 0); },
+         TH_INVALID_ARGUMENT, "save_checkpoint needs a path"},
+    };
+    for (const auto& [call, make, expected_status, message] : cases) {
+        INFO(call);
+        CHECK(make() == expected_status);
+        CHECK(std::string(api.last_error(h)) == message);
+    }
+    CHECK(ledger.misuses().empty());  // wrong arguments, not misuse of the ledger
+    api.release(h, stream, 0);
+    api.release(h, odd, 6);
 }
 
 TEST_CASE("the SDK refuses a call of ABI 1.4 or 1.5 on an older host instead of reading past its table", "[host_api][abi][sdk]") {

@@ -232,6 +232,46 @@ TEST_CASE("a plugin cannot take session-scoped leases", "[ledger]") {
     CHECK_THROWS_AS(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 0, TH_SCOPE_FIT, ""), ResourceError);
 }
 
+TEST_CASE("ledger refuses bad arguments with what is wrong, taking and changing nothing", "[ledger]") {
+    device::CpuDevice cpu(0);
+    Ledger ledger({&cpu});
+    const auto owner = ledger.register_owner("p");
+    const auto memory = TH_RESOURCE_DEVICE_MEMORY;
+    CHECK_THROWS_WITH(ledger.acquire(owner, memory, 8, static_cast<th_scope>(9), ""), "invalid scope 9");
+    CHECK_THROWS_WITH(ledger.acquire(owner, static_cast<th_resource_kind>(42), 8, TH_SCOPE_FIT, ""),
+                      "invalid resource kind 42");
+    CHECK_THROWS_WITH(ledger.acquire(owner, memory, 8, TH_SCOPE_SESSION, ""),
+                      "a plugin's lease cannot outlive the plugin: use scope plugin or narrower");
+    CHECK_THROWS_WITH(ledger.acquire(owner, memory, 8, TH_SCOPE_FIT, "", 1), "no device 1");
+    CHECK_THROWS_WITH(ledger.acquire(owner, memory, 0, TH_SCOPE_FIT, ""), "a memory lease needs at least one byte");
+    CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_PINNED_MEMORY, 0, TH_SCOPE_FIT, ""),
+                      "a memory lease needs at least one byte");
+    CHECK(ledger.live_leases() == 0);
+    CHECK(cpu.memory().stats().allocations == 0);
+
+    const th_handle buffer = ledger.acquire(owner, memory, 100, TH_SCOPE_EPOCH, "b");
+    const th_handle stream = ledger.acquire(owner, TH_RESOURCE_STREAM, 0, TH_SCOPE_FIT, "s");
+    const std::string id = std::to_string(buffer.id);
+    CHECK_THROWS_WITH(ledger.promote(owner, buffer, TH_SCOPE_STEP),
+                      "cannot promote lease " + id + " from scope epoch to step");
+    CHECK_THROWS_WITH(ledger.promote(owner, buffer, TH_SCOPE_SESSION),
+                      "cannot promote lease " + id + " from scope epoch to session");
+    CHECK_THROWS_WITH(ledger.attach(owner, stream, 1),
+                      "only device memory can be attached to a parameter, not stream");
+    CHECK_THROWS_WITH((void)ledger.address(owner, stream, 0, 1),
+                      "lease " + std::to_string(stream.id) + " is of kind stream, not memory");
+    CHECK_THROWS_WITH((void)ledger.object(owner, buffer, TH_RESOURCE_EVENT),
+                      "lease " + id + " is of kind device_memory, not event");
+    CHECK_THROWS_WITH(ledger.release(owner, buffer, 64), "release of lease " + id + " as 64 bytes; it holds 100");
+    CHECK_THROWS_WITH((void)ledger.address(owner, buffer, 90, 20),
+                      "access of bytes [90, 110) of lease " + id + ", which holds 100 bytes");
+    CHECK(ledger.leases_of(owner).size() == 2);  // none of these changed a lease
+    CHECK(ledger.leases_of(owner)[0].scope == TH_SCOPE_EPOCH);
+    ledger.release(owner, buffer, 100);
+    ledger.release(owner, stream, 0);
+    CHECK(ledger.live_leases() == 0);
+}
+
 TEST_CASE("a budget counts memory as the allocator sets it aside, not as asked", "[ledger][budget]") {
     device::CpuDevice cpu(0);
     Ledger ledger({&cpu});
