@@ -205,6 +205,20 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
                                                   field, names, reason));
 }
 
+// The dynamic loader's own words from Boost.DLL's wrapping of them ("load() failed
+// (dlerror system message: FILE: undefined symbol: x): Bad file descriptor"), without
+// the file, which the caller names first.
+std::string loader_reason(const fs::path& file, std::string_view what) {
+    constexpr std::string_view kOpen = "(dlerror system message: ";
+    const std::size_t open = what.find(kOpen);
+    const std::size_t close = what.rfind("): ") != std::string_view::npos ? what.rfind("): ") : what.rfind(')');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open + kOpen.size())
+        return std::string(what);
+    std::string_view reason = what.substr(open + kOpen.size(), close - open - kOpen.size());
+    if (const std::string prefix = file.string() + ": "; reason.starts_with(prefix)) reason.remove_prefix(prefix.size());
+    return std::string(reason);
+}
+
 }  // namespace
 
 std::shared_ptr<PluginLibrary> PluginLibrary::load(const fs::path& file) {
@@ -214,7 +228,7 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const fs::path& file) {
     try {
         library->load(file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
     } catch (const std::exception& e) {
-        throw PluginLoadError(fmt::format("{}: cannot load: {}", file.string(), e.what()));
+        throw PluginLoadError(fmt::format("{}: cannot load: {}", file.string(), loader_reason(file, e.what())));
     }
     const th_plugin_entry* entry = nullptr;
     try {

@@ -310,6 +310,7 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
         {"mistyped_default", "plugin 'test_bare_mistyped_default' declares option 'steps' of type int with a default "
                              "of another type: 1.5"},
         {"invalid_default", "plugin 'test_bare_invalid_default' declares option 'name' with an invalid default: unquoted"},
+        {"unnamed_option", "plugin 'test_bare_unnamed_option' declares option 0 without a name or with an unknown type"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {
@@ -322,6 +323,21 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
             CHECK_THAT(inspect.err, Contains(message));
         }
     }
+}
+
+TEST_CASE("a plugin the dynamic loader refuses is named with the loader's reason, not Boost's wrapping of it",
+          "[cli][load]") {
+    TempDir dir;
+    const std::string config = dir.write("run.toml", tiny_config(1)).string();
+    const std::string plugin = test_plugin("test_bare_unresolved_symbol");
+    const std::string message =
+        plugin + ": cannot load: undefined symbol: trainhost_test_symbol_nobody_defines\n";
+    auto run = run_trainhost({"--config", config, "--plugins=" + plugin});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, EndsWith("error: " + message));
+    auto inspect = run_trainhost({"inspect", plugin});
+    CHECK(inspect.exit_code == 2);
+    CHECK(inspect.err == "error: " + message);
 }
 
 TEST_CASE("a schema fault is refused even where the config sets the option it concerns", "[cli][load][validate]") {

@@ -184,6 +184,26 @@ TEST_CASE("a checkpoint saved from save_state is refused, and the outer checkpoi
     CHECK(std::string(state->bytes.begin(), state->bytes.end()) == "whole");
 }
 
+TEST_CASE("a state hook that fails without a message is still named, saving and resuming", "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    const std::string in_dir = "cd " + dir.path().string();
+    auto save = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_silent_save_state")}, in_dir);
+    CHECK(save.exit_code == 4);
+    CHECK_THAT(save.err, Contains("error: plugin 'test_bare_silent_save_state' failed in epoch_end: save_checkpoint: "
+                                  "plugin 'test_bare_silent_save_state' failed to save its state: save_state failed "
+                                  "without a message\n"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "outer.safetensors"));
+
+    const std::string loads = "--plugins=" + test_plugin("test_bare_silent_load_state");
+    REQUIRE(run_trainhost({"--config", config, loads}, in_dir).exit_code == 0);
+    REQUIRE(std::filesystem::exists(dir.path() / "outer.safetensors"));
+    auto resume = run_trainhost({"--config", config, loads, "--resume", "outer.safetensors"}, in_dir);
+    CHECK(resume.exit_code == 1);
+    CHECK_THAT(resume.err, Contains("error: outer.safetensors: plugin 'test_bare_silent_load_state' refused its saved "
+                                    "state: load_state failed without a message\n"));
+}
+
 TEST_CASE("a plugin that throws in on_exception too fails the run with both errors printed", "[lifecycle][faults]") {
     TempDir dir;
     auto log = dir.path() / "hooks.log";

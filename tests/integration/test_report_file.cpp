@@ -31,6 +31,7 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
     }
     SECTION("a directory as the path") {
         refused(dir.path(), "is a directory");
+        refused(dir.path().string() + "/", "names a directory, not a file");
         auto stray = dir.path();
         stray += ".tmp";
         CHECK(!std::filesystem::exists(stray));

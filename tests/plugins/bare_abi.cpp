@@ -12,7 +12,10 @@
 // terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
 // recursion); stale_host (its host kept in a global and called as the library is
-// unloaded, after its instance ended: refused, and the refusal printed).
+// unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
+// and silent_load_state (a state hook that fails with no message: the failure is still
+// named); unnamed_option (an option spec without a name, refused at load);
+// unresolved_symbol (a function no library defines: the dynamic loader's refusal, passed on).
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/alias.hpp>
 #include <trainhost/abi.h>
@@ -21,6 +24,14 @@
 #include <cstring>
 #include <stdexcept>
 #include <tuple>
+
+#ifdef BARE_ABI_UNRESOLVED
+extern "C" int trainhost_test_symbol_nobody_defines();
+// Kept, so that the reference stays in the library.
+extern "C" __attribute__((visibility("default"), used)) int trainhost_test_unresolved_caller() {
+    return trainhost_test_symbol_nobody_defines();
+}
+#endif
 
 namespace {
 
@@ -66,8 +77,12 @@ th_status batch_start(void*, th_host*, th_hook_result* result) {
     return TH_OK;
 }
 
+bool saves_at_epoch_end() {
+    return fault_is("save_in_save_state") || fault_is("silent_save_state") || fault_is("silent_load_state");
+}
+
 th_status epoch_end(void*, th_host* host, th_hook_result* result) {
-    if (!fault_is("save_in_save_state")) return TH_OK;
+    if (!saves_at_epoch_end()) return TH_OK;
     if (g_api->save_checkpoint(host, "outer.safetensors", 0) == TH_OK) return TH_OK;
     std::snprintf(result->message, sizeof result->message, "save_checkpoint: %s", g_api->last_error(host));
     return TH_ERROR;
@@ -75,6 +90,8 @@ th_status epoch_end(void*, th_host* host, th_hook_result* result) {
 
 // The nested save must be refused: the state saved is this one, whole.
 th_status save_state(void*, th_host* host, th_hook_result* result) {
+    if (fault_is("silent_save_state")) return TH_ERROR;
+    if (fault_is("silent_load_state")) return g_api->state_write(host, "whole", 5);
     const th_status nested = g_api->save_checkpoint(host, "inner.safetensors", 0);
     if (nested != TH_OUT_OF_PHASE) {
         std::snprintf(result->message, sizeof result->message, "a checkpoint saved from save_state was not refused");
@@ -83,7 +100,9 @@ th_status save_state(void*, th_host* host, th_hook_result* result) {
     return g_api->state_write(host, "whole", 5);
 }
 
-th_status load_state(void*, th_host*, const void*, uint64_t, th_hook_result*) { return TH_OK; }
+th_status load_state(void*, th_host*, const void*, uint64_t, th_hook_result*) {
+    return fault_is("silent_load_state") ? TH_ERROR : TH_OK;
+}
 
 const th_plugin_entry* entry() noexcept {
     static const th_plugin_vtable vtable = [] {
@@ -92,7 +111,7 @@ const th_plugin_entry* entry() noexcept {
         value.hooks[TH_HOOK_SETUP] = &setup;
         value.hooks[TH_HOOK_BATCH_START] = &batch_start;
         value.hooks[TH_HOOK_EPOCH_END] = &epoch_end;
-        if (fault_is("save_in_save_state")) {
+        if (saves_at_epoch_end()) {
             value.save_state = &save_state;
             value.load_state = &load_state;
         }
@@ -116,10 +135,12 @@ const th_plugin_entry* entry() noexcept {
         static const th_option_spec mistyped[] = {{"steps", TH_OPTION_INT, "1.5", "an int with a float default"}};
         static const th_option_spec invalid[] = {{"name", TH_OPTION_STRING, "unquoted", "a string default without quotes"}};
         static const th_option_spec required[] = {{"rate", TH_OPTION_FLOAT, nullptr, "a rate with no default"}};
+        static const th_option_spec unnamed[] = {{"", TH_OPTION_INT, "1", "an option with no name"}};
         for (const auto& [fault, options, count] : {std::tuple{"option_twice", twice, 2u}, std::tuple{"host_key_option", host_key, 1u},
                                                     std::tuple{"mistyped_default", mistyped, 1u},
                                                     std::tuple{"invalid_default", invalid, 1u},
-                                                    std::tuple{"required_option", required, 1u}})
+                                                    std::tuple{"required_option", required, 1u},
+                                                    std::tuple{"unnamed_option", unnamed, 1u}})
             if (fault_is(fault)) {
                 value.options = options;
                 value.option_count = count;

@@ -117,6 +117,11 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
         {model + "[resources]\nallocation_stacks = \"yes\"\n",
          "r.toml:4:21: [resources] allocation_stacks: expected a boolean, found a string"},
         {model + "[plugins]\nprogress = 1\n", "r.toml:4:12: [plugins] progress: expected a table of options, found a value"},
+        {"epochs = 1979-05-27\n" + model, "r.toml:1:10: run config epochs: expected an integer, found a date or time"},
+        {"epochs = true\n" + model, "r.toml:1:10: run config epochs: expected an integer, found a boolean"},
+        {"epochs = [ 3 ]\n" + model, "r.toml:1:10: run config epochs: expected an integer, found an array"},
+        {"mode = \"predict\"\n[data]\ndataset = \"fashion_mnist\"\ntest = false\n[predict]\nsplit = \"test\"\n" + model,
+         "r.toml:6:9: [predict] split: \"test\" needs the test files: [data] test = false leaves them out"},
     };
     for (const auto& [text, message] : cases) {
         INFO(text);
