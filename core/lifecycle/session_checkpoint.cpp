@@ -572,8 +572,8 @@ void Session::restore_checkpoint() {
         const std::uint64_t most = std::min<std::uint64_t>(train_.count, start_batch_ * options_.config.data.batch_size);
         state_.samples_seen = meta_number_at_most(
             data, "trainer.epoch_samples", file, most,
-            fmt::format("{} batch{} of this run hold {} training samples at most", start_batch_,
-                        start_batch_ == 1 ? "" : "es", most));
+            fmt::format("{} {} of this run {} {} training samples at most", start_batch_,
+                        start_batch_ == 1 ? "batch" : "batches", start_batch_ == 1 ? "holds" : "hold", most));
         if (state_.samples_seen == 0 && epoch_loss_sum_ != 0)
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: 0 (though "
                                           "trainer.epoch_loss_sum, {}, sums the loss of some)",

@@ -271,16 +271,24 @@ TEST_CASE("a resume from a save within an accumulation window continues bit for 
         };
         const std::string prefix = "error: " + forged.string() + ": ";
         auto edited = data;
-        // A count out of its range, named with its key.
-        for (const auto& [key, value, why] :
+        // A count out of its range, named with its key; the count of batches a window held
+        // is judged by the window saved with it.
+        for (const auto& [key, value, refused] :
              {std::tuple{"trainer.accumulated_batches", "2",
-                         "2 (the window batch 2 of the epoch belongs to began 1 batch before it)"},
-              std::tuple{"trainer.accumulate_grad_batches", "0", "0 (a window holds a batch at least)"}}) {
+                         "'trainer.accumulated_batches' is out of range: 2 (the window batch 2 of the epoch belongs to "
+                         "began 1 batch before it)"},
+              std::tuple{"trainer.accumulate_grad_batches", "0",
+                         "'trainer.accumulate_grad_batches' is out of range: 0 (a window holds a batch at least)"},
+              std::tuple{"trainer.accumulate_grad_batches", "1000001",
+                         "'trainer.accumulate_grad_batches' is out of range: 1000001 (more than a run accumulates)"},
+              std::tuple{"trainer.accumulate_grad_batches", "1",
+                         "'trainer.accumulated_batches' is out of range: 1 (a checkpoint saved between two windows "
+                         "holds none)"}}) {
             DYNAMIC_SECTION(key << " = " << value) {
                 edited.metadata[key] = value;
                 auto run = resume(edited);
                 CHECK(run.exit_code == 1);
-                CHECK(run.err == prefix + "checkpoint '" + key + "' is out of range: " + why + "\n");
+                CHECK(run.err == prefix + "checkpoint " + refused + "\n");
             }
         }
         SECTION("a parameter's sum missing") {

@@ -266,7 +266,9 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
         const char* key;
         const char* value;
         const char* complaint;
+        std::string why;  // what a value out of range is judged by
     };
+    const std::string loss_sum = data.metadata.at("trainer.epoch_loss_sum");
     for (const Forgery& forgery : {Forgery{"trainer.epoch_loss_sum", "0x1.8p+1junk", "is not a number"},
                                    Forgery{"trainer.epoch_loss_sum", "inf", "is not finite"},
                                    Forgery{"trainer.epoch_correct", "many", "is not a number"},
@@ -276,10 +278,14 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
                                    Forgery{"metric/train_loss", " 0x1p+0", "is not a number"},
                                    Forgery{"metric/train_loss", "1e309", "is not a number"},
                                    // 30 training samples in batches of 16: 2 batches, 16 samples in the first.
-                                   Forgery{"trainer.batches_done", "3", "is out of range"},
-                                   Forgery{"trainer.epoch_samples", "17", "is out of range"},
-                                   Forgery{"trainer.epoch_samples", "0", "is out of range"},
-                                   Forgery{"trainer.epoch_correct", "17", "is out of range"}}) {
+                                   Forgery{"trainer.batches_done", "3", "is out of range",
+                                           " (an epoch of this run has 2 training batches)"},
+                                   Forgery{"trainer.epoch_samples", "17", "is out of range",
+                                           " (1 batch of this run holds 16 training samples at most)"},
+                                   Forgery{"trainer.epoch_samples", "0", "is out of range",
+                                           " (though trainer.epoch_loss_sum, " + loss_sum + ", sums the loss of some)"},
+                                   Forgery{"trainer.epoch_correct", "17", "is out of range",
+                                           " (more than trainer.epoch_samples, 16)"}}) {
         DYNAMIC_SECTION(forgery.key << " = " << forgery.value) {
             auto forged = data;
             forged.metadata[forgery.key] = forgery.value;
@@ -287,7 +293,7 @@ TEST_CASE("a mid-epoch checkpoint whose running totals or metrics are not number
             auto run = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "forged.safetensors").string()});
             CHECK(run.exit_code == 1);
             CHECK_THAT(run.err, Contains(std::string("checkpoint '") + forgery.key + "' " + forgery.complaint + ": " +
-                                         forgery.value));
+                                         forgery.value + forgery.why + "\n"));
         }
     }
     for (const auto& [key, complaint] : std::vector<std::pair<std::string, std::string>>{

@@ -4,6 +4,7 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
@@ -72,6 +73,25 @@ TEST_CASE("a checkpoint from inside a training batch is refused as out of phase"
     CHECK(run.exit_code == 0);  // the plugin took the refusal and carried on
     CHECK_THAT(run.out, Contains("refused: a checkpoint is a point between batches, and batch 1 of "
                                  "epoch 1 is under way (save at batch_start or batch_end)\n"));
+}
+
+TEST_CASE("state written outside save_state, and a checkpoint of a fit with no model, are refused with why",
+          "[checkpoint][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"state_write_outside\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(run.exit_code == 0);  // the plugin took the refusal and carried on
+    CHECK_THAT(run.out, Contains("refused: state_write is only allowed while the core saves this plugin's state\n"));
+
+    // The plugin after it refuses to start: the fit fails before its model is built.
+    config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"save_without_model\"\n"));
+    run = run_trainhost({"--config", config.string(),
+                         "--plugins=" + test_plugin("test_misuser") + "," + test_plugin("test_refuser")},
+                        "cd " + dir.path().string());
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start"));
+    CHECK_THAT(run.out, Contains("refused: there is no model to save: the fit failed before it was built\n"));
+    CHECK_FALSE(std::filesystem::exists(dir.path() / "nothing.safetensors"));
 }
 
 TEST_CASE("a name the host does not know in reads or writes is a load error from ABI 1.2", "[declarations][load]") {

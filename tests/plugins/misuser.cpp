@@ -18,7 +18,7 @@ public:
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
          "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle, unknown_handle or "
-         "save_mid_batch, reclaimed_wrong_size"},
+         "save_mid_batch, reclaimed_wrong_size, state_write_outside, save_without_model"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -100,6 +100,18 @@ public:
         if (misuse_ == "undeclared_write" &&
             ctx.link().api().metric_set(ctx.link().host(), "test_misuser.value", 1) != TH_UNDECLARED)
             throw std::runtime_error("an undeclared metric was accepted");
+        if (misuse_ == "state_write_outside") {
+            if (ctx.link().api().state_write(ctx.link().host(), "x", 1) != TH_OUT_OF_PHASE)
+                throw std::runtime_error("state written outside save_state was accepted");
+            ctx.info(std::string("refused: ") + ctx.link().api().last_error(ctx.link().host()));
+        }
+    }
+    // Run where the fit failed before its model was built (a later plugin refused to start).
+    void on_exception(Context& ctx) override {
+        if (misuse_ != "save_without_model") return;
+        if (ctx.link().api().save_checkpoint(ctx.link().host(), "nothing.safetensors", 0) != TH_UNSUPPORTED)
+            throw std::runtime_error("a checkpoint without a model was accepted");
+        ctx.info(std::string("refused: ") + ctx.link().api().last_error(ctx.link().host()));
     }
     void on_after_optimizer_step(Context& ctx) override {
         if (misuse_ != "save_mid_batch" || ctx.state().global_step != 1) return;
