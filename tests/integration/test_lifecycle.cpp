@@ -123,6 +123,8 @@ TEST_CASE("a hook that breaks the hook contract fails the fit naming plugin and 
         {"bad_control", "plugin 'test_bare_bad_control' failed in batch_start: hook returned an unknown control value 7"},
         {"throws", "plugin 'test_bare_throws' failed in batch_start: threw a C++ exception across the C ABI: a C++ "
                    "exception where the ABI says C"},
+        {"throws_unknown", "plugin 'test_bare_throws_unknown' failed in batch_start: threw a C++ exception across the C "
+                           "ABI (not a std::exception)\n"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {

@@ -3,12 +3,14 @@
 #include "integration/process.hpp"
 
 #include <catch2/catch.hpp>
+#include <trainhost/abi.h>
 #include <filesystem>
 #include <map>
 #include <set>
 #include <sstream>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::EndsWith;
 using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
@@ -61,32 +63,61 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         std::string plugin;
         std::string options;  // its [plugins.<name>] table, if any
         std::set<std::string> fails;
-        std::string fix = {};  // what the failing test tells the author to change
+        std::string says = {};  // how the first failing test says what went wrong, and what to change
     };
+    const std::string leak = "leak: plugin=";
+    const std::string kept_past_scope =
+        "rule=scope_end (fix: give it back before its scope ends (in the hook that ends it), or take it with a wider "
+        "scope)";
+    const std::string kept_past_instance =
+        "detected_at=destroy rule=owner_end (fix: give it back by on_teardown or in the destructor; a buffer kept in a "
+        "global or static outlives the instance)";
+    const std::string grown = "rule=growth (fix: take it once and reuse it, or give each one back within the step "
+                              "(epoch) that took it)";
     const std::vector<Case> cases = {
-        {"not_a_plugin", "", {"metadata"}},
-        {"test_abi_mismatch", "", {"metadata"}},
-        {"test_refuser", "", {"create_destroy"}},
-        {"test_thrower", "", {"lifecycle"}},
-        {"test_thrower", "hook = \"exception\"", {"failure_paths"}},
-        {"test_leaky", "", {"ledger_clean"}},
-        {"test_leaky", "double_free = true", {"handles_used_correctly"}},
-        {"test_misuser", "", {"host_calls_in_phase"}},
-        {"test_misuser", "misuse = \"size_mismatch\"", {"handles_used_correctly"}},
-        {"test_misuser", "misuse = \"undeclared_write\"", {"writes_declared"}},
-        {"test_loose_declarations", "", {"metadata"}},
-        {"test_stale_state", "", {"device_move"}, "(fix: attach it to its parameter (attach_to_param)"},
-        {"test_growing_pool", "", {"ledger_clean"}, "(fix: take it once and reuse it"},
-        {"test_growing_pool", "hook = \"epoch_start\"", {"ledger_clean"}},
+        {"not_a_plugin", "", {"metadata"},
+         "not_a_plugin.so: not a trainhost plugin: no 'trainhost_plugin_entry' symbol in section 'thplugin' (was it "
+         "built with TRAINHOST_PLUGIN from trainhost/sdk.hpp?)"},
+        {"test_abi_mismatch", "", {"metadata"},
+         "test_abi_mismatch.so: ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI " +
+             std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + "; rebuild the plugin against this SDK"},
+        {"test_refuser", "", {"create_destroy"},
+         "cold create failed: plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"},
+        {"test_thrower", "", {"lifecycle"}, "plugin 'test_thrower' failed in epoch_end: deliberate failure in epoch_end"},
+        {"test_thrower", "hook = \"exception\"", {"failure_paths"},
+         "after a failure: exception: deliberate failure in exception"},
+        {"test_leaky", "", {"ledger_clean"},
+         leak + "test_leaky kind=device_memory bytes=4096 tag=forgotten scope=fit acquired_in=setup"},
+        {"test_leaky", "double_free = true", {"handles_used_correctly"},
+         "misuse: plugin=test_leaky kind=double_free phase=setup"},
+        {"test_misuser", "", {"host_calls_in_phase"},
+         "misuse: plugin=test_misuser kind=out_of_phase phase=setup id=0 detail=request_stop is not allowed in phase "
+         "setup (allowed from fit_start to epoch_end)"},
+        {"test_misuser", "misuse = \"size_mismatch\"", {"handles_used_correctly"},
+         "misuse: plugin=test_misuser kind=size_mismatch phase=setup"},
+        {"test_misuser", "misuse = \"undeclared_write\"", {"writes_declared"},
+         "detail=param_write changes params, which plugin 'test_misuser' does not declare (its writes: none); add "
+         "\"params\" to its writes"},
+        {"test_loose_declarations", "", {"metadata"},
+         "plugin 'test_loose_declarations' declares reads = \"param\": 'param' is not a name the host knows"},
+        {"test_stale_state", "", {"device_move"},
+         "detected_at=model_move rule=stranded (fix: attach it to its parameter (attach_to_param) so that it moves "
+         "with the model, or take it in on_fit_start, after the move)"},
+        {"test_growing_pool", "", {"ledger_clean"}, "acquired_in=batch_start fit=0 epoch=0 step=1"},
+        {"test_growing_pool", "hook = \"epoch_start\"", {"ledger_clean"}, "acquired_in=epoch_start fit=0 epoch=1"},
         {"test_growing_pool", "once = true\nstart_step = 3", {}},  // lazy, late: no growth
-        {"test_teardown_leftover", "", {"ledger_clean"}, "(fix: give it back before its scope ends"},
-        {"test_pruning_copies", "", {"ledger_clean"}, "(fix: give it back by on_teardown or in the destructor"},
+        {"test_teardown_leftover", "", {"ledger_clean"}, "tag=dense0.weight.exp_avg scope=fit acquired_in=fit_start"},
+        {"test_pruning_copies", "", {"ledger_clean"}, "tag=lottery_originals scope=plugin acquired_in=setup"},
         // its owning buffers outlive the validation's instances: a leak, not a crash
-        {"test_pruning_copies", "cache = \"buffers\"", {"ledger_clean"}},
+        {"test_pruning_copies", "cache = \"buffers\"", {"ledger_clean"}, kept_past_instance},
         {"test_resource_user", "", {}},
         {"test_batch_outputs", "", {}},  // reads the stand-in batch of driven hooks
         {"test_recorder", "", {}},
     };
+    const std::map<std::string, std::string> rule_of = {{"test_leaky", kept_past_scope},
+                                                        {"test_growing_pool", grown},
+                                                        {"test_teardown_leftover", kept_past_scope},
+                                                        {"test_pruning_copies", kept_past_instance}};
     for (const Case& c : cases) {
         DYNAMIC_SECTION(c.plugin << " " << c.options) {
             TempDir dir;
@@ -100,7 +131,19 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
             INFO(run.out << run.err);
             CHECK(run.exit_code == (c.fails.empty() ? 0 : 1));
             CHECK(failed_tests(run.out) == c.fails);
-            if (!c.fix.empty()) CHECK_THAT(run.out, Contains(c.fix));
+            if (c.fails.empty()) continue;
+            // The line of the failing test: its name, then what went wrong.
+            const std::string marker = "  FAIL  " + *c.fails.begin() + " ";
+            const std::size_t at = run.out.find(marker);
+            REQUIRE(at != std::string::npos);
+            const std::string line = run.out.substr(at, run.out.find('\n', at) - at);
+            CHECK_THAT(line, Contains(c.says));
+            if (c.fails == std::set<std::string>{"ledger_clean"}) CHECK_THAT(line, Contains(leak + c.plugin + " "));
+            if (const auto rule = rule_of.find(c.plugin); rule != rule_of.end() && c.fails.count("ledger_clean"))
+                CHECK_THAT(line, EndsWith(rule->second));
+            // A test that needs this one is skipped, saying so.
+            if (c.fails.count("metadata")) CHECK_THAT(run.out, Contains("  SKIP  abi_handshake            not run: needs "
+                                                                        "metadata to pass\n"));
         }
     }
 }
@@ -116,6 +159,10 @@ TEST_CASE("a plugin that crashes or hangs fails that test, and validate goes on"
                          hang.string()});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("hung: killed after 2 s"));
+    auto exits = dir.write("exit.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"exit\"\n");
+    run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--config", exits.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("the test process exited with 7 and no result"));
 }
 
 TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {

@@ -7,9 +7,9 @@
 // (bare_status: a status the ABI does not define and no message; bad_control: success
 // with a control value the ABI does not define): the host must fail the fit naming
 // the plugin and the hook, and act on neither. Faults a loader cannot see: no_text (no
-// version or description, which list-plugins and inspect show as "(none)"); throws and
-// throws_in_create (a C++ exception across the C ABI, a named failure and never a
-// terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
+// version or description, which list-plugins and inspect show as "(none)"); throws,
+// throws_unknown (not a std::exception) and throws_in_create (a C++ exception across
+// the C ABI, a named failure and never a terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
 // recursion); stale_host (its host kept in a global and called as the library is
 // unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
@@ -74,6 +74,7 @@ th_status batch_start(void*, th_host*, th_hook_result* result) {
     if (fault_is("bare_status")) return static_cast<th_status>(77);
     if (fault_is("bad_control")) result->control = static_cast<th_control>(7);
     if (fault_is("throws")) throw std::runtime_error("a C++ exception where the ABI says C");
+    if (fault_is("throws_unknown")) throw 42;
     return TH_OK;
 }
 

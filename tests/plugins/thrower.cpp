@@ -23,7 +23,7 @@ public:
         {"hook", TH_OPTION_STRING, "\"epoch_end\"", "the hook to fail in, or destructor (throw from it)"},
         {"how", TH_OPTION_STRING, "\"throw\"",
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
-         "hang (never return), crash (abort the process), sigint or sigterm (send the signal to the process and "
+         "hang (never return), crash (abort the process), exit (end the process with status 7), sigint or sigterm (send the signal to the process and "
          "return normally), sigint_twice (a second Ctrl-C while the first is pending) or sigint_then_sigterm"},
         {"also_in_exception", TH_OPTION_BOOL, "false", "throw in on_exception too, after failing in hook"},
     };
@@ -55,6 +55,7 @@ protected:
         }
         if (how_ == "unknown") throw 42;
         if (how_ == "crash") std::abort();
+        if (how_ == "exit") std::_Exit(7);
         if (how_ == "hang")
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         if (how_ == "status") throw trainhost::sdk::Error(TH_OUT_OF_MEMORY, "out of scratch space in " + hook);
