@@ -473,6 +473,40 @@ TEST_CASE("is_validation_epoch counts epochs from 1, and ValidationTracker says 
     CHECK(tracker.validated_in_fit());
 }
 
+TEST_CASE("a StateReader refuses state that is short or no whole number of floats", "[sdk]") {
+    std::vector<unsigned char> bytes(sizeof(std::uint64_t) + 6, 0xab);
+    const std::uint64_t six = 6;
+    std::memcpy(bytes.data(), &six, sizeof six);
+    sdk::StateReader odd(bytes.data(), bytes.size());
+    CHECK_THROWS_WITH(odd.get_floats(), "saved state has 6 bytes where fp32 values were written, no multiple of 4");
+    const std::uint64_t more = 7;
+    std::memcpy(bytes.data(), &more, sizeof more);
+    sdk::StateReader cut(bytes.data(), bytes.size());
+    CHECK_THROWS_WITH(cut.get_string(), "saved state is truncated");
+    sdk::StateReader empty(bytes.data(), 3);
+    CHECK_THROWS_WITH(empty.get<std::uint64_t>(), Catch::Contains("truncated"));
+}
+
+TEST_CASE("a monitored metric that does not exist is named with what exists", "[sdk]") {
+    ProbeHost host;
+    const th_host_api& api = plugin::host_api();
+    const sdk::Context ctx(sdk::HostLink(&api, &host.raw), nullptr);
+    CHECK_THROWS_WITH(ctx.named_metric("val_loss", "monitor"),
+                      "monitor 'val_loss' does not exist; there are no metrics yet; no validation has run yet (is "
+                      "there a validation split?)");
+    host.services.set_metric("train_loss", 0.5);
+    host.services.set_metric("val_acc", 0.75);
+    CHECK_THROWS_WITH(ctx.named_metric("val_los", "monitor"),
+                      "monitor 'val_los' does not exist; the metrics are: train_loss, val_acc");
+    CHECK_THROWS_WITH(ctx.named_metric("train_los", "monitor"),
+                      "monitor 'train_los' does not exist; the metrics are: train_loss, val_acc; did you mean "
+                      "'train_loss'?");
+    CHECK_THROWS_WITH(ctx.named_metric("test_loss", "monitor"),
+                      "monitor 'test_loss' does not exist; the metrics are: train_loss, val_acc; test metrics are set "
+                      "only at the fit's end, after the last epoch");
+    CHECK(ctx.named_metric("val_acc", "monitor") == 0.75);
+}
+
 TEST_CASE("position_text shows the limits a fit has", "[sdk]") {
     th_train_state state{};
     state.epoch = 2;
