@@ -197,4 +197,10 @@ TEST_CASE("a GPU that fails its warm-up is not used, and auto says why it fell b
     CHECK_THAT(run.out, Contains("device: cpu:0 (auto, falling back to the CPU: " + failure + ")\n"));
     CHECK_THAT(run.err, Contains("warning: " + failure + " (nothing will run on cuda:0)\n"));
     CHECK_THROWS_WITH(run_on(devices, 1, "", {}, "cuda"), "--device cuda: " + failure);
+    // A plugin's move onto it is refused with the same reason, and fails that plugin's hook.
+    const Run moved = run_on(devices, 1, "\n[plugins.togpu]\ntarget = \"cuda:0\"\n", {"togpu"});
+    CHECK_THAT(moved.err, Contains("error: plugin 'togpu' failed in to_device: move_model: cuda:0 cannot be used: " +
+                                   failure + "\n"));
+    REQUIRE(moved.result.fits.size() == 1);
+    CHECK(moved.result.fits[0].failure_exit == 4);
 }
