@@ -16,6 +16,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// What a file not written in place is first written as, then renamed from.
+constexpr std::string_view kTemporarySuffix = ".tmp";
+
 // A path written through rather than replaced: a symbolic link (one the user keeps,
 // or /dev/fd/N) or what is neither a regular file nor a directory (a FIFO, a
 // device, a socket). Replacing either would destroy it.
@@ -68,6 +71,14 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     // The file itself need not be writable: the temporary file is renamed over it.
     if (::access(parent.c_str(), W_OK | X_OK) != 0)
         return fmt::format("directory {} is not writable ({})", parent.string(), std::strerror(errno));
+    // A name that fits, but not with the suffix of the file first written, would lose
+    // the output only at the run's end.
+    const std::size_t temporary_name = file.filename().string().size() + kTemporarySuffix.size();
+    if (const long name_max = ::pathconf(parent.c_str(), _PC_NAME_MAX);
+        name_max > 0 && temporary_name > static_cast<std::size_t>(name_max))
+        return fmt::format("file name too long: {} bytes with the {} suffix it is first written under (names in {} "
+                           "hold {} at most)",
+                           temporary_name, kTemporarySuffix, parent.string(), name_max);
     // access() answers yes to root everywhere, and knows nothing of a read-only mount or
     // a directory such as /proc: a file made and removed there tells, before the run
     // whose report would otherwise be lost at its end.
@@ -86,7 +97,7 @@ void remove_earlier_output(const fs::path& file) {
 
 void write_output_file(const fs::path& file, std::string_view text) {
     if (!written_in_place(file)) {
-        files::write_atomically(file, ".tmp", {text});
+        files::write_atomically(file, kTemporarySuffix, {text});
         return;
     }
     const IgnoredSigpipe ignored;

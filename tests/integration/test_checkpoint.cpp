@@ -449,6 +449,25 @@ TEST_CASE("a plugin state that fails to save fails the fit and leaves no checkpo
     CHECK((!fs::exists(ckpt) || files_in(ckpt).empty()));
 }
 
+TEST_CASE("a checkpoint that cannot take its place fails the fit, naming both files, and leaves no stray file",
+          "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    // A directory where save_last writes: the rename over it fails, after the whole file was written.
+    fs::create_directories(ckpt / "last.safetensors");
+    (void)dir.write("ckpt/last.safetensors/kept", "not touched");
+    auto config = dir.write("run.toml", tiny_config(1, checkpoint_table(ckpt)));
+    auto run = run_trainhost({"--config", config.string()});
+    CHECK(run.exit_code == 4);
+    const std::string last = (ckpt / "last.safetensors").string();
+    CHECK_THAT(run.err, Contains("error: plugin 'checkpoint' failed in epoch_end: save_checkpoint: cannot rename " +
+                                 last + ".tmp") &&
+                            Contains(" to " + last + ": Is a directory\n"));
+    CHECK(test_support::read_file(ckpt / "last.safetensors" / "kept") == "not touched");
+    for (const auto& entry : fs::directory_iterator(ckpt))
+        CHECK_THAT(entry.path().filename().string(), !Contains(".tmp"));
+}
+
 TEST_CASE("a resume is refused when a plugin's saved state is refused or of another version or missing", "[checkpoint][state]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";

@@ -36,7 +36,12 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         stray += ".tmp";
         CHECK(!std::filesystem::exists(stray));
     }
-    SECTION("a file where the directory should be") {
+    SECTION("a name that fits only without the suffix of the file first written") {
+        const auto long_name = dir.path() / (std::string(250, 'r') + ".json");  // 255 bytes, 259 with ".tmp"
+        refused(long_name, "file name too long: 259 bytes with the .tmp suffix it is first written under (names in " +
+                               dir.path().string() + " hold 255 at most)");
+    }
+        SECTION("a file where the directory should be") {
         auto file = dir.write("plain", "");
         refused(file / "r.json", file.string() + " is not a directory");
     }
