@@ -603,13 +603,15 @@ void Session::restore_checkpoint() {
                                                  "early_stopping and checkpoint compare them with"
                                                : "");
     if (start_epoch_ >= options_.config.epochs)
-        out_ << fmt::format("resumed from {}: its {} epoch{} already reach the run's {}; nothing to train (raise "
-                            "--epochs to train on)\n",
-                            file, start_epoch_, start_epoch_ == 1 ? "" : "s", options_.config.epochs);
+        out_ << fmt::format("resumed from {}: its {} already {} the run's {}; nothing to train (raise --epochs to "
+                            "train on)\n",
+                            file, start_epoch_ == 1 ? std::string("1 epoch") : fmt::format("{} epochs", start_epoch_),
+                            start_epoch_ == 1 ? "reaches" : "reach", options_.config.epochs);
     else if (steps_exhausted())
-        out_ << fmt::format("resumed from {}: its {} optimizer step{} already reach the run's max_steps = {}; nothing "
+        out_ << fmt::format("resumed from {}: its {} optimizer step{} already {} the run's max_steps = {}; nothing "
                             "to train{} (raise --max-steps to train on)\n",
-                            file, state_.global_step, state_.global_step == 1 ? "" : "s", state_.max_steps,
+                            file, state_.global_step, state_.global_step == 1 ? "" : "s",
+                            state_.global_step == 1 ? "reaches" : "reach", state_.max_steps,
                             start_batch_ > 0 ? fmt::format(", epoch {} ends", start_epoch_ + 1) : "");
     else if (options_.verbose)
         out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);

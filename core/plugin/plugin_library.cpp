@@ -215,7 +215,12 @@ std::string loader_reason(const fs::path& file, std::string_view what) {
     if (open == std::string_view::npos || close == std::string_view::npos || close < open + kOpen.size())
         return std::string(what);
     std::string_view reason = what.substr(open + kOpen.size(), close - open - kOpen.size());
-    if (const std::string prefix = file.string() + ": "; reason.starts_with(prefix)) reason.remove_prefix(prefix.size());
+    // Boost.DLL loads a bare file name as ./NAME, which dlerror then names.
+    for (const std::string& named : {file.string(), "./" + file.string()})
+        if (const std::string prefix = named + ": "; reason.starts_with(prefix)) {
+            reason.remove_prefix(prefix.size());
+            break;
+        }
     return std::string(reason);
 }
 

@@ -73,12 +73,15 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
         return fmt::format("directory {} is not writable ({})", parent.string(), std::strerror(errno));
     // A name that fits, but not with the suffix of the file first written, would lose
     // the output only at the run's end.
-    const std::size_t temporary_name = file.filename().string().size() + kTemporarySuffix.size();
+    const std::size_t name = file.filename().string().size();
     if (const long name_max = ::pathconf(parent.c_str(), _PC_NAME_MAX);
-        name_max > 0 && temporary_name > static_cast<std::size_t>(name_max))
-        return fmt::format("file name too long: {} bytes with the {} suffix it is first written under (names in {} "
-                           "hold {} at most)",
-                           temporary_name, kTemporarySuffix, parent.string(), name_max);
+        name_max > 0 && name + kTemporarySuffix.size() > static_cast<std::size_t>(name_max))
+        return name > static_cast<std::size_t>(name_max)
+                   ? fmt::format("file name too long: {} bytes (names in {} hold {} at most)", name, parent.string(),
+                                 name_max)
+                   : fmt::format("file name too long: {} bytes with the {} suffix it is first written under (names in "
+                                 "{} hold {} at most)",
+                                 name + kTemporarySuffix.size(), kTemporarySuffix, parent.string(), name_max);
     // access() answers yes to root everywhere, and knows nothing of a read-only mount or
     // a directory such as /proc: a file made and removed there tells, before the run
     // whose report would otherwise be lost at its end.

@@ -82,9 +82,12 @@ void Ledger::check_budget(OwnerId owner, device::DeviceIndex device, std::uint64
     std::sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::vector<std::string> top;
     for (std::size_t i = 0; i < ranked.size() && i < 5; ++i) top.push_back(ranked[i].second);
-    const std::string asked = set_aside == bytes
-                                  ? human_bytes(bytes)
-                                  : fmt::format("{} ({} as allocated)", human_bytes(bytes), human_bytes(set_aside));
+    // Exact counts where the rounding hides inside the units' own ("976.6 KiB (976.6 KiB as allocated)").
+    std::string asked = human_bytes(bytes);
+    if (set_aside != bytes)
+        asked = human_bytes(set_aside) != asked
+                    ? fmt::format("{} ({} as allocated)", asked, human_bytes(set_aside))
+                    : fmt::format("{} bytes ({} as allocated)", bytes, set_aside);
     throw ResourceError(TH_OUT_OF_MEMORY,
                         fmt::format("{} is over its device_memory_limit of {}: holds {}, asked for {} more; top holders: "
                                     "{}",

@@ -363,6 +363,13 @@ TEST_CASE("a resume whose epochs are all done says there is nothing to train", "
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("its 2 epochs already reach the run's 2; nothing to train (raise --epochs to train on)") &&
                             Contains("fit 1/1: 0 epochs"));
+    // From a run of one epoch, resumed with one.
+    auto one = dir.write("one.toml", tiny_config(1, checkpoint_table(dir.path() / "one")));
+    REQUIRE(run_trainhost({"--config", one.string()}).exit_code == 0);
+    run = run_trainhost({"--config", one.string(), "--resume", "last"});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("its 1 epoch already reaches the run's 1; nothing to train (raise --epochs to train "
+                                 "on)\n"));
 }
 
 TEST_CASE("a checkpoint with a non-finite weight is refused and state for an absent plugin is warned of", "[checkpoint]") {

@@ -338,6 +338,11 @@ TEST_CASE("a plugin the dynamic loader refuses is named with the loader's reason
     auto inspect = run_trainhost({"inspect", plugin});
     CHECK(inspect.exit_code == 2);
     CHECK(inspect.err == "error: " + message);
+    // A bare file name, which the dynamic loader names as ./NAME.
+    inspect = run_trainhost({"inspect", "test_bare_unresolved_symbol.so"}, "cd " + std::string(TRAINHOST_TEST_PLUGIN_DIR));
+    CHECK(inspect.exit_code == 2);
+    CHECK(inspect.err == "error: test_bare_unresolved_symbol.so: cannot load: undefined symbol: "
+                         "trainhost_test_symbol_nobody_defines\n");
 }
 
 TEST_CASE("a schema fault is refused even where the config sets the option it concerns", "[cli][load][validate]") {

@@ -296,6 +296,11 @@ TEST_CASE("a budget counts memory as the allocator sets it aside, not as asked",
                                         "64 B more;"));
     ledger.release(owner, whole, 1000);
     CHECK(ledger.usage(owner).bytes_allocated == 0);
+    // Where the units would show the same size twice, the exact counts.
+    ledger.set_budget(owner, 1'000'000);
+    CHECK_THROWS_WITH(ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 1'000'001, TH_SCOPE_FIT, "b"),
+                      Catch::StartsWith("tiny is over its device_memory_limit of 976.6 KiB: holds 0 B, asked for "
+                                        "1000001 bytes (1000064 as allocated) more;"));
 }
 
 namespace {
