@@ -358,6 +358,14 @@ TEST_CASE("bad data files end the run with exit 4 and the file's problem", "[dat
         CHECK(run.exit_code == 4);
         CHECK(run.err == "error: data: " + images.string() + ": is a directory, not an IDX file\n");
     }
+    SECTION("a link that leads to itself for the image file") {
+        write_idx_pair(data, good_labels);
+        std::filesystem::remove(images);
+        std::filesystem::create_symlink(images.filename(), images);
+        auto run = run_on(dir, idx_run_config(data));
+        CHECK(run.exit_code == 4);
+        CHECK(run.err == "error: data: " + images.string() + ": cannot access: Too many levels of symbolic links\n");
+    }
     SECTION("a gzip file cut short") {
         write_idx_pair(data, good_labels);
         const auto whole = read_plain(images);
