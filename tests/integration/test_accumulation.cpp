@@ -291,6 +291,13 @@ TEST_CASE("a resume from a save within an accumulation window continues bit for 
                 CHECK(run.err == prefix + "checkpoint " + refused + "\n");
             }
         }
+        SECTION("a window held past the epoch's last batch, which ends every window") {
+            edited.metadata["trainer.batches_done"] = "4";
+            auto run = resume(edited);
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == prefix + "checkpoint 'trainer.accumulated_batches' is out of range: 1 (this run's epoch "
+                                      "ends with batch 4, and a window with it)\n");
+        }
         SECTION("a parameter's sum missing") {
             std::erase_if(edited.tensors, [](const auto& t) { return t.name == "accumulated_grad/dense1.bias"; });
             auto run = resume(edited);
