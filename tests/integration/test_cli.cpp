@@ -311,6 +311,8 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
                              "of another type: 1.5"},
         {"invalid_default", "plugin 'test_bare_invalid_default' declares option 'name' with an invalid default: unquoted"},
         {"unnamed_option", "plugin 'test_bare_unnamed_option' declares option 0 without a name or with an unknown type"},
+        // Built with hidden visibility, the entry is in its section but not exported.
+        {"hidden_entry", "not a trainhost plugin: no 'trainhost_plugin_entry' symbol in section 'thplugin'"},
     };
     for (const auto& [fault, message] : faults) {
         DYNAMIC_SECTION(fault) {

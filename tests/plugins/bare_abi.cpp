@@ -15,7 +15,8 @@
 // unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
 // and silent_load_state (a state hook that fails with no message: the failure is still
 // named); unnamed_option (an option spec without a name, refused at load);
-// unresolved_symbol (a function no library defines: the dynamic loader's refusal, passed on).
+// unresolved_symbol (a function no library defines: the dynamic loader's refusal, passed on);
+// hidden_entry (the entry in its section but not exported: no plugin).
 #define BOOST_DLL_USE_STD_FS
 #include <boost/dll/alias.hpp>
 #include <trainhost/abi.h>
@@ -153,4 +154,13 @@ const th_plugin_entry* entry() noexcept {
 
 }  // namespace
 
+#ifdef BARE_ABI_HIDDEN_ENTRY
+// The entry in its section, as BOOST_DLL_ALIAS_SECTIONED puts it, but not exported.
+namespace _autoaliases {
+extern "C" __attribute__((visibility("hidden"))) const void* trainhost_plugin_entry;
+BOOST_DLL_SECTION(thplugin, read) BOOST_DLL_SELECTANY const void* trainhost_plugin_entry =
+    reinterpret_cast<const void*>(reinterpret_cast<intptr_t>(&entry));
+}  // namespace _autoaliases
+#else
 BOOST_DLL_ALIAS_SECTIONED(entry, trainhost_plugin_entry, thplugin)
+#endif
