@@ -572,8 +572,8 @@ void Session::restore_checkpoint() {
         const std::uint64_t most = std::min<std::uint64_t>(train_.count, start_batch_ * options_.config.data.batch_size);
         state_.samples_seen = meta_number_at_most(
             data, "trainer.epoch_samples", file, most,
-            fmt::format("{} {} of this run {} {} training samples at most", start_batch_,
-                        start_batch_ == 1 ? "batch" : "batches", start_batch_ == 1 ? "holds" : "hold", most));
+            fmt::format("{} batch{} of this run hold{} {} training samples at most", start_batch_,
+                        start_batch_ == 1 ? "" : "es", start_batch_ == 1 ? "s" : "", most));
         if (state_.samples_seen == 0 && epoch_loss_sum_ != 0)
             throw ConfigError(fmt::format("{}: checkpoint 'trainer.epoch_samples' is out of range: 0 (though "
                                           "trainer.epoch_loss_sum, {}, sums the loss of some)",
@@ -603,15 +603,15 @@ void Session::restore_checkpoint() {
                                                  "early_stopping and checkpoint compare them with"
                                                : "");
     if (start_epoch_ >= options_.config.epochs)
-        out_ << fmt::format("resumed from {}: its {} already {} the run's {}; nothing to train (raise --epochs to "
-                            "train on)\n",
-                            file, start_epoch_ == 1 ? std::string("1 epoch") : fmt::format("{} epochs", start_epoch_),
-                            start_epoch_ == 1 ? "reaches" : "reach", options_.config.epochs);
+        out_ << fmt::format("resumed from {}: its {} epoch{} already reach{} the run's {}; nothing to train (raise "
+                            "--epochs to train on)\n",
+                            file, start_epoch_, start_epoch_ == 1 ? "" : "s", start_epoch_ == 1 ? "es" : "",
+                            options_.config.epochs);
     else if (steps_exhausted())
-        out_ << fmt::format("resumed from {}: its {} optimizer step{} already {} the run's max_steps = {}; nothing "
-                            "to train{} (raise --max-steps to train on)\n",
+        out_ << fmt::format("resumed from {}: its {} optimizer step{} already reach{} the run's max_steps = {}; "
+                            "nothing to train{} (raise --max-steps to train on)\n",
                             file, state_.global_step, state_.global_step == 1 ? "" : "s",
-                            state_.global_step == 1 ? "reaches" : "reach", state_.max_steps,
+                            state_.global_step == 1 ? "es" : "", state_.max_steps,
                             start_batch_ > 0 ? fmt::format(", epoch {} ends", start_epoch_ + 1) : "");
     else if (options_.verbose)
         out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);

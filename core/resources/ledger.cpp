@@ -250,7 +250,8 @@ void Ledger::attach(OwnerId owner, th_handle handle, std::uint64_t param_id) {
 void* Ledger::address(OwnerId owner, th_handle handle, std::uint64_t offset, std::uint64_t bytes) {
     LeaseRecord& lease = checked(owner, handle, "access");
     if (!is_memory(lease.kind))
-        throw ResourceError(TH_INVALID_ARGUMENT, fmt::format("lease {} is of kind {}, not memory", handle.id, kind_name(lease.kind)));
+        throw ResourceError(TH_INVALID_ARGUMENT,
+                            fmt::format("lease {} is of kind {}, not memory", handle.id, kind_name(lease.kind)));
     if (offset > lease.bytes_requested || bytes > lease.bytes_requested - offset) {
         std::string detail = fmt::format("access of bytes [{}, {}) of lease {}, which holds {} bytes", offset,
                                          offset + bytes, handle.id, lease.bytes_requested);
