@@ -6,6 +6,9 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <fstream>
+#include <map>
+#include <string_view>
+#include <vector>
 
 namespace trainhost::config {
 
@@ -103,6 +106,15 @@ void read_data(TableReader& root, RunConfig& config) {
     d.shuffle = reader.boolean("shuffle").value_or(true);
     d.limit_train_batches = reader.integer_in("limit_train_batches", -1, -1, INT64_MAX);
     d.limit_val_batches = reader.integer_in("limit_val_batches", -1, -1, INT64_MAX);
+    // A key of the other dataset is named as such, not as a likely misspelling.
+    static const std::map<std::string, std::vector<std::string_view>> kDatasetKeys = {
+        {"fashion_mnist", {"path", "limit", "test", "limit_test_batches"}},
+        {"synthetic_autoencoder", {"samples", "width", "latent"}}};
+    for (const auto& [dataset, keys] : kDatasetKeys)
+        for (const std::string_view key : keys)
+            if (dataset != d.dataset && table->contains(key))
+                reader.fail(key, fmt::format("is read only with dataset = \"{}\"; this config's is \"{}\"", dataset,
+                                             d.dataset));
     if (d.dataset == "fashion_mnist") {
         if (auto path = reader.string("path")) {
             if (path->empty()) reader.fail("path", "needs a directory, not \"\" (leave path out for the default)");
@@ -111,6 +123,7 @@ void read_data(TableReader& root, RunConfig& config) {
         }
         d.limit = static_cast<std::size_t>(reader.integer_in("limit", 0, 0, 1'000'000'000));
         d.test = reader.boolean("test").value_or(true);
+        d.limit_test_batches = reader.integer_in("limit_test_batches", -1, -1, INT64_MAX);
     } else {
         d.samples = static_cast<std::size_t>(reader.integer_in("samples", 1024, 1, 10'000'000));
         d.width = static_cast<std::size_t>(reader.integer_in("width", 3072, 1, kMaxWidth));

@@ -65,6 +65,7 @@ struct DataSpec {
     std::int64_t limit_train_batches = -1;  // batches per training epoch (-1 = all), as Lightning's
     std::int64_t limit_val_batches = -1;    // batches per validation pass (-1 = all)
     bool test = true;            // IDX: evaluate on the t10k test files at fit end
+    std::int64_t limit_test_batches = -1;   // IDX: batches of that evaluation (-1 = all)
     std::size_t samples = 1024;  // synthetic
     std::size_t width = 3072;    // synthetic
     std::size_t latent = 6;      // synthetic

@@ -453,7 +453,7 @@ void Session::train_fit(FitRecord& record) {
         // and checkpoint rank them, not the epoch before's.
         const bool validated = epoch_training_ended_ && validation_.count > 0 &&
                                (epoch + 1) % config.check_val_every_n_epoch == 0;
-        if (validated) evaluate(validation_, "val", true);
+        if (validated) evaluate(validation_, "val", true, config.data.limit_val_batches);
         dispatch(TH_HOOK_EPOCH_END);
         check_scope(TH_SCOPE_EPOCH, "epoch_end");
         check_growth(ledger_->grown_in_epoch("epoch_end"), "epoch_end");
@@ -471,11 +471,12 @@ void Session::train_fit(FitRecord& record) {
     // first; one min_epochs or min_steps still held when the epochs ran out does not.
     if (stopping() && fit.stop_reason.empty()) fit.stop_reason = fit.requested_stop;
     if (test_) {
-        evaluate(*test_, "test", false);
+        evaluate(*test_, "test", false, config.data.limit_test_batches);
         // The last steps can diverge where no validation looks (none, or before it):
         // the test set is then the first to see it, and fails the fit alike.
-        if (const double loss = metrics_.at("test_loss"); !std::isfinite(loss) && !stopping())
-            throw FitFailure::non_finite("test loss", loss, fmt::format("fit {}", state_.fit_index + 1));
+        if (const auto loss = metrics_.find("test_loss");
+            loss != metrics_.end() && !std::isfinite(loss->second) && !stopping())
+            throw FitFailure::non_finite("test loss", loss->second, fmt::format("fit {}", state_.fit_index + 1));
     }
     dispatch(TH_HOOK_FIT_END);
 }

@@ -173,14 +173,13 @@ void Session::upload_batch(std::size_t rows) {
         memory.copy_from_host(fit.targets.data(), fit.host.targets.as<float>(), rows * train_.target_width * sizeof(float));
 }
 
-void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks) {
+void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks, std::int64_t limit) {
     FitState& fit = *fit_;
     data::Batcher batcher(dataset, fit.model->max_rows(), false, options_.config.seed);
     double loss_sum = 0;
     std::size_t correct = 0;
     std::size_t seen = 0;
-    const std::size_t batches = with_hooks ? limited(batcher.batches(), options_.config.data.limit_val_batches)
-                                           : batcher.batches();
+    const std::size_t batches = limited(batcher.batches(), limit);
     state_.batches_in_epoch = batches;
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
     for (std::size_t b = 0; b < batches; ++b) {

@@ -2,8 +2,9 @@
 // optimizer step reaches it, mid-epoch too; that epoch is validated and ends;
 // accumulation counts windows; a resume continues past it, or trains nothing where
 // the steps are already taken. min_epochs and min_steps: a stop asked for before
-// them is held until they are met.
+// them is held until they are met. limit_test_batches: the test evaluation's batches.
 #include "checkpoint/checkpoint_file.hpp"
+#include "data/idx_reader.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
 #include "integration/sgd_runs.hpp"
@@ -338,4 +339,44 @@ TEST_CASE("min_epochs and min_steps hold a stop asked for before them until they
         CHECK(fit_report(report)["stop_reason"] == "");
         CHECK(result.out.find("(stopped by") == std::string::npos);
     }
+}
+
+TEST_CASE("limit_test_batches evaluates that many test batches, and 0 none", "[limit_test_batches]") {
+    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/t10k-images-idx3-ubyte.gz")) {
+        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); test not run");
+        return;
+    }
+    TempDir dir;
+    const auto test_metrics = [&](const std::string& limit) {
+        const auto config = dir.write("run" + limit + ".toml", R"(seed = 3
+[data]
+dataset = "fashion_mnist"
+limit = 200
+batch_size = 64
+validation_fraction = 0
+limit_test_batches = )" + limit + R"(
+[model]
+layers = [ { type = "flatten" }, { type = "dense", units = 10 } ]
+)");
+        const auto report = dir.path() / ("report" + limit + ".json");
+        auto run = run_trainhost({"--config", config.string(), "--device", "cpu", "--report", report.string()});
+        REQUIRE(run.exit_code == 0);
+        const auto line = run.out.substr(run.out.find("fit 1/1:"));
+        CHECK((line.find(" test_loss=") != std::string::npos) == (limit != "0"));
+        return fit_report(report)["final_metrics"];
+    };
+    const auto all = test_metrics("-1");
+    const auto one = test_metrics("1");
+    const auto none = test_metrics("0");
+    // One batch of 64 samples: a count of 64ths, which all 10,000 give only by chance.
+    const double correct = one["test_accuracy"].get<double>() * 64;
+    CHECK(correct == std::round(correct));
+    CHECK(one["test_loss"].get<double>() != all["test_loss"].get<double>());
+    CHECK(all["test_accuracy"].get<double>() * 10000 == std::round(all["test_accuracy"].get<double>() * 10000));
+    CHECK(std::isfinite(all["test_loss"].get<double>()));
+    // The same weights either way: only the evaluation differs.
+    CHECK(one["train_loss"] == all["train_loss"]);
+    CHECK_FALSE(none.contains("test_loss"));
+    CHECK_FALSE(none.contains("test_accuracy"));
+    CHECK(none["train_loss"] == all["train_loss"]);
 }

@@ -120,6 +120,14 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
         {"epochs = 1979-05-27\n" + model, "r.toml:1:10: run config epochs: expected an integer, found a date or time"},
         {"epochs = true\n" + model, "r.toml:1:10: run config epochs: expected an integer, found a boolean"},
         {"epochs = [ 3 ]\n" + model, "r.toml:1:10: run config epochs: expected an integer, found an array"},
+        {"[data]\nlimit_test_batches = -2\n" + model,
+         "r.toml:2:22: [data] limit_test_batches: -2 is out of range [-1, 9223372036854775807]"},
+        {"[data]\ndataset = \"synthetic_autoencoder\"\nlimit_test_batches = 1\n" + model,
+         "r.toml:3:22: [data] limit_test_batches: is read only with dataset = \"fashion_mnist\"; this config's is "
+         "\"synthetic_autoencoder\""},
+        {"[data]\nwidth = 8\n" + model,
+         "r.toml:2:9: [data] width: is read only with dataset = \"synthetic_autoencoder\"; this config's is "
+         "\"fashion_mnist\""},
         {"mode = \"predict\"\n[data]\ndataset = \"fashion_mnist\"\ntest = false\n[predict]\nsplit = \"test\"\n" + model,
          "r.toml:6:9: [predict] split: \"test\" needs the test files: [data] test = false leaves them out"},
     };
