@@ -233,6 +233,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     config.min_steps = static_cast<std::uint64_t>(reader.integer_in("min_steps", 0, 0, INT64_MAX));
     config.check_val_every_n_epoch =
         static_cast<std::uint32_t>(reader.integer_in("check_val_every_n_epoch", 1, 1, kMaxEpochs));
+    config.num_sanity_val_steps = reader.integer_in("num_sanity_val_steps", 0, -1, INT64_MAX);
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));

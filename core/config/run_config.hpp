@@ -93,6 +93,9 @@ struct RunConfig {
     // Lightning's check_val_every_n_epoch: the validation split is evaluated after
     // epochs whose number (1-based) it divides.
     std::uint32_t check_val_every_n_epoch = 1;
+    // Lightning's num_sanity_val_steps: validation batches run after fit_start, before
+    // the first epoch, their metrics dropped (-1: all; 0: none, here the default).
+    std::int64_t num_sanity_val_steps = 0;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
     // "cuda"`, or `--device cuda` when the command line set it.

@@ -176,6 +176,7 @@ private:
     [[nodiscard]] HostBatch make_host_batch(device::DeviceIndex device) const;
     // At most `limit` batches (-1: all); no batch sets no `prefix`_* metric.
     void evaluate(const data::Dataset& dataset, const char* prefix, bool with_hooks, std::int64_t limit);
+    void sanity_check();
     th_control dispatch(th_hook hook);
     [[nodiscard]] std::string dispatch_unchecked(th_hook hook);
     void stop_by_control(resources::OwnerId owner, th_hook hook, std::string_view reason);

@@ -157,7 +157,7 @@ public:
     }
 
     void on_epoch_start(Context&) override { validation_.epoch_started(); }
-    void on_validation_end(Context&) override { validation_.validation_ended(); }
+    void on_validation_end(Context& ctx) override { validation_.validation_ended(ctx.state()); }
 
     // Without a validation split a validation metric never comes: Lightning warns and
     // saves nothing, which a user learns only when looking for the file after the run.

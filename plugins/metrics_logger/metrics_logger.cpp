@@ -204,7 +204,7 @@ public:
     }
 
     void on_epoch_start(Context&) override { validation_.epoch_started(); }
-    void on_validation_end(Context&) override { validation_.validation_ended(); }
+    void on_validation_end(Context& ctx) override { validation_.validation_ended(ctx.state()); }
 
     void on_epoch_end(Context& ctx) override {
         log_row(ctx, "epoch", ctx.state());

@@ -77,7 +77,7 @@ public:
         std::fflush(stderr);
     }
 
-    void on_validation_end(Context&) override { validation_.validation_ended(); }
+    void on_validation_end(Context& ctx) override { validation_.validation_ended(ctx.state()); }
 
     // An epoch without validation (check_val_every_n_epoch, or a stop that took effect
     // before its first batch) shows no val_* figures: they would be an earlier epoch's.

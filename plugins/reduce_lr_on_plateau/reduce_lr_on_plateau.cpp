@@ -67,7 +67,7 @@ public:
     }
 
     void on_epoch_start(Context&) override { validation_.epoch_started(); }
-    void on_validation_end(Context&) override { validation_.validation_ended(); }
+    void on_validation_end(Context& ctx) override { validation_.validation_ended(ctx.state()); }
 
     void on_epoch_end(Context& ctx) override {
         // An epoch without a validation has the epoch before's val_* metrics: it is

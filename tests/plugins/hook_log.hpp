@@ -28,10 +28,10 @@ public:
     void on_before_optimizer_step(Context&) override { hook("before_optimizer_step"); }
     void on_after_optimizer_step(Context&) override { hook("after_optimizer_step"); }
     void on_batch_end(Context&) override { hook("batch_end"); }
-    void on_validation_start(Context&) override { hook("validation_start"); }
-    void on_val_batch_start(Context&) override { hook("val_batch_start"); }
-    void on_val_batch_end(Context&) override { hook("val_batch_end"); }
-    void on_validation_end(Context&) override { hook("validation_end"); }
+    void on_validation_start(Context& ctx) override { validation_hook("validation_start", ctx); }
+    void on_val_batch_start(Context& ctx) override { validation_hook("val_batch_start", ctx); }
+    void on_val_batch_end(Context& ctx) override { validation_hook("val_batch_end", ctx); }
+    void on_validation_end(Context& ctx) override { validation_hook("validation_end", ctx); }
     void on_epoch_end(Context&) override { hook("epoch_end"); }
     void on_fit_end(Context&) override { hook("fit_end"); }
     void on_teardown(Context&) override { hook("teardown"); }
@@ -44,6 +44,11 @@ protected:
 private:
     void hook(const std::string& name) {
         record(name);
+        after_hook(name);
+    }
+    // The sanity check's are marked: "validation_start (sanity check)".
+    void validation_hook(const std::string& name, Context& ctx) {
+        record(ctx.state().sanity_checking != 0 ? name + " (sanity check)" : name);
         after_hook(name);
     }
     void record(const std::string& name) const {

@@ -104,6 +104,8 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
         {"max_steps = 1.5\n" + model, "r.toml:1:13: run config max_steps: expected an integer, found a float"},
         {"min_epochs = -1\n" + model, "r.toml:1:14: run config min_epochs: -1 is out of range [0, 1000000]"},
         {"min_steps = -1\n" + model, "r.toml:1:13: run config min_steps: -1 is out of range [0, 9223372036854775807]"},
+        {"num_sanity_val_steps = -2\n" + model,
+         "r.toml:1:24: run config num_sanity_val_steps: -2 is out of range [-1, 9223372036854775807]"},
         {"check_val_every_n_epoch = 0\n" + model,
          "r.toml:1:27: run config check_val_every_n_epoch: 0 is out of range [1, 1000000]"},
         {"check_val_every_n_epoch = 1000001\n" + model,

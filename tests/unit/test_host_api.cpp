@@ -342,7 +342,9 @@ constexpr std::uint32_t kTrainStateBefore17 = offsetof(th_train_state, max_steps
 static_assert(kTrainStateBefore17 == 120);
 constexpr std::uint32_t kTrainStateBefore18 = offsetof(th_train_state, check_val_every_n_epoch);
 static_assert(kTrainStateBefore18 == 128);
-static_assert(sizeof(th_train_state) == 136);
+constexpr std::uint32_t kTrainStateBefore19 = offsetof(th_train_state, sanity_checking);
+static_assert(kTrainStateBefore19 == 136);
+static_assert(sizeof(th_train_state) == 144);
 
 // What an older host does: it copies the state it knows (`known` bytes of it), and says how much.
 template <std::uint32_t known>
@@ -352,6 +354,7 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
     state.accumulate_grad_batches = 2;
     state.max_steps = 5000;                  // past what a 1.6 host knows: never copied by one
     state.check_val_every_n_epoch = 0x5eed;  // past what a 1.7 host knows
+    state.sanity_checking = 1;               // past what a 1.8 host knows
     std::memcpy(out, &state, known);
     out->struct_size = known;
     return TH_OK;
@@ -414,6 +417,27 @@ TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", 
     }
 }
 
+TEST_CASE("train_state gives ABI 1.9's sanity_checking only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built for 1.8 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore19;
+        old.sanity_checking = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore19);
+        CHECK(old.sanity_checking == 0x5eed);
+        CHECK(old.check_val_every_n_epoch == 1);
+    }
+    SECTION("the SDK on a 1.8 host: 0, no sanity check") {
+        api.abi_minor = 8;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore19>;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore19);
+        CHECK(state.sanity_checking == 0);
+    }
+}
+
 TEST_CASE("train_state gives ABI 1.8's check_val_every_n_epoch only to a struct that has it", "[host_api][abi][sdk]") {
     ProbeHost host;
     th_host_api api = plugin::host_api();
@@ -458,9 +482,14 @@ TEST_CASE("is_validation_epoch counts epochs from 1, and ValidationTracker says 
     const auto epoch = [&](std::uint32_t index, bool validated) {
         state.epoch = index;
         tracker.epoch_started();
-        if (validated) tracker.validation_ended();
+        if (validated) tracker.validation_ended(state);
         return tracker.monitor_acts(state);
     };
+    // The sanity check's validation is none: no monitor acts on its metrics.
+    state.sanity_checking = 1;
+    tracker.validation_ended(state);
+    CHECK_FALSE(tracker.validated_in_fit());
+    state.sanity_checking = 0;
     // Before any validation, where the interval falls (no validation split: a
     // metric of training, say); after one, only where one ran.
     CHECK_FALSE(epoch(0, false));

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 8
+#define TH_ABI_MINOR 9
 
 /* The most epochs a run may have; th_train_state.max_epochs holds it where the run
  * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
@@ -177,6 +177,13 @@ typedef struct th_train_state {
      * it: an older host does not write it (the SDK's state() zero-fills, so read 0
      * as 1). */
     uint64_t check_val_every_n_epoch;
+    /* ABI 1.9: 1 while the sanity check runs (num_sanity_val_steps): a few
+     * validation batches after fit_start, before the first epoch, with the
+     * validation hooks, as Lightning's trainer.sanity_checking. Its val_* metrics
+     * are dropped afterwards; a monitor must not act on them. Read it only when
+     * the struct_size train_state returned covers it: an older host does not
+     * write it (the SDK's state() zero-fills: no sanity check). */
+    uint32_t sanity_checking;
 } th_train_state;
 
 typedef struct th_param_info {

@@ -206,11 +206,14 @@ using TrainState = th_train_state;
 // Which epoch ends have this epoch's val_* metrics, for a plugin that reads them at
 // epoch_end; fed from on_epoch_start and on_validation_end. An epoch without a
 // validation (check_val_every_n_epoch, or a stop that took effect before its first
-// batch) keeps the last validation's val_* metrics.
+// batch) keeps the last validation's val_* metrics. The sanity check's validation
+// (ABI 1.9's sanity_checking) counts for nothing: its metrics are dropped.
 class ValidationTracker {
 public:
     void epoch_started() noexcept { in_epoch_ = false; }
-    void validation_ended() noexcept { in_epoch_ = in_fit_ = true; }
+    void validation_ended(const TrainState& state) noexcept {
+        if (state.sanity_checking == 0) in_epoch_ = in_fit_ = true;
+    }
 
     [[nodiscard]] bool validated_in_epoch() const noexcept { return in_epoch_; }
     [[nodiscard]] bool validated_in_fit() const noexcept { return in_fit_; }
