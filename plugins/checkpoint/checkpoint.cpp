@@ -45,20 +45,25 @@ std::string expand_filename(const std::string& pattern, bool insert_names, std::
             field.resize(colon);
         }
         if (field.empty()) throw std::invalid_argument("filename has a field with no name: " + pattern);
-        // Python's format specs, as Lightning's templates use them: .4f for a metric,
-        // 02d (zero-padded width) for epoch and step.
+        // Python's format specs, as Lightning's templates use them: for a metric .4f
+        // (decimals) or f (six); for epoch and step d, 3d (a width, padded with spaces)
+        // or 02d (with zeros).
         const bool counter = field == "epoch" || field == "step";
         const char kind = counter ? 'd' : 'f';
-        const std::string digits = spec.size() >= 2 ? spec.substr(counter ? 0 : 1, spec.size() - (counter ? 1 : 2)) : "";
-        if (!spec.empty() && (digits.empty() || spec.back() != kind || (!counter && spec.front() != '.') ||
-                              digits.size() > 2 || digits.find_first_not_of("0123456789") != std::string::npos))
+        const std::size_t digits_from = !counter && spec.size() > 1 ? 1 : 0;
+        const std::string digits = spec.empty() ? "" : spec.substr(digits_from, spec.size() - 1 - digits_from);
+        const bool metric_form = spec == "f" || (spec.starts_with('.') && !digits.empty());
+        if (!spec.empty() && (spec.back() != kind || (!counter && !metric_form) || digits.size() > 2 ||
+                              digits.find_first_not_of("0123456789") != std::string::npos))
             throw std::invalid_argument("filename format '" + spec + "' in '{" + field + ":" + spec + "}' is not like " +
                                         (counter ? "02d" : ".4f"));
-        const int width = spec.empty() ? 0 : std::stoi(digits);
+        const int width = digits.empty() ? (spec == "f" ? 6 : 0) : std::stoi(digits);
+        const bool zeros = digits.starts_with('0');
         if (insert_names) out += field + "=";
         char text[512];  // a double's 309 digits and 99 decimals
-        if (field == "epoch") std::snprintf(text, sizeof text, "%0*u", width, epoch);
-        else if (field == "step") std::snprintf(text, sizeof text, "%0*llu", width, static_cast<unsigned long long>(step));
+        if (field == "epoch") std::snprintf(text, sizeof text, zeros ? "%0*u" : "%*u", width, epoch);
+        else if (field == "step")
+            std::snprintf(text, sizeof text, zeros ? "%0*llu" : "%*llu", width, static_cast<unsigned long long>(step));
         else std::snprintf(text, sizeof text, "%.*f", spec.empty() ? 4 : width, metric(field));
         out += text;
         i = close;

@@ -44,6 +44,16 @@ TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]")
         REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
         CHECK(files_in(ckpt) == std::vector<std::string>{"e00-s2.safetensors", "last.safetensors"});
     }
+    SECTION("widths and precisions read as Python's: spaces unless 0 leads, d alone, f with six decimals") {
+        auto config = dir.write("python.toml", tiny_config(1, checkpoint_table(ckpt, "filename = \"e{epoch:3d}-s{step:d}-"
+                                                                                     "{train_loss:f}\"\n"
+                                                                                     "auto_insert_metric_name = false\n")));
+        REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
+        const auto names = files_in(ckpt);
+        REQUIRE(names.size() == 2);
+        CHECK(names[0].rfind("e  0-s2-0.", 0) == 0);
+        CHECK(names[0].size() == std::string("e  0-s2-0.123456.safetensors").size());
+    }
     SECTION("k = -1 keeps all, k = 0 none, every_n_epochs thins") {
         auto all = dir.write("all.toml", tiny_config(3, checkpoint_table(ckpt / "all", "save_top_k = -1\n")));
         REQUIRE(run_trainhost({"--config", all.string()}).exit_code == 0);
