@@ -3,6 +3,7 @@
 #include "cli/inspect.hpp"
 #include "config/run_config.hpp"
 #include "data/dataset.hpp"
+#include "data/idx_reader.hpp"
 #include "errors.hpp"
 #include "lifecycle/interrupt.hpp"
 #include "lifecycle/session.hpp"
@@ -22,6 +23,7 @@
 #include <exception>
 #include <filesystem>
 #include <iostream>
+#include <iterator>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -126,6 +128,19 @@ std::vector<std::pair<std::string, std::string>> plugin_files(const std::vector<
         } catch (const PluginLoadError&) {
         }
     }
+    return files;
+}
+
+// The IDX files a fashion_mnist run may read, either spelling, so that an output path
+// cannot name (and remove) one.
+std::vector<std::pair<std::string, std::string>> data_files(const config::RunConfig& config) {
+    std::vector<std::pair<std::string, std::string>> files;
+    if (config.data.dataset != "fashion_mnist") return files;
+    const std::filesystem::path dir = config.data.path.empty() ? data::kFashionMnistDefaultDir : config.data.path;
+    for (const char* split : {"train", "t10k"})
+        for (const char* kind : {"images-idx3", "labels-idx1"})
+            for (const char* suffix : {"-ubyte.gz", "-ubyte"})
+                files.emplace_back("[data] dataset", (dir / fmt::format("{}-{}{}", split, kind, suffix)).string());
     return files;
 }
 
@@ -446,6 +461,7 @@ int run_command(int argc, char** argv) {
         inputs.insert(inputs.end(), {{"--config", args.config},
                                      {"--resume", checkpoint_input(args.resume, resolving)},
                                      {"--weights", checkpoint_input(args.weights, resolving)}});
+        if (config) std::ranges::copy(data_files(*config), std::back_inserter(inputs));
         prepare_output_file("--report", args.report, inputs);
         if (config && !config->predict_output.empty()) {
             if (!args.report.empty()) inputs.emplace_back("--report", args.report);

@@ -582,7 +582,8 @@ void Session::keep_interrupted_predictions(const report::PredictionTable& predic
 
 void Session::write_predictions(const report::PredictionTable& predictions, FitRecord& record) {
     try {
-        report::write_output_file(options_.config.predict_output, predictions.csv());
+        predictions_written_ =
+            report::write_output_file(options_.config.predict_output, predictions.csv(), predictions_written_);
     } catch (const std::exception& e) {
         throw FitFailure(fmt::format("[predict] output: {}", e.what()), kExitTraining);
     }

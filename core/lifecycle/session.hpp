@@ -13,6 +13,7 @@
 #include "nn/model.hpp"
 #include "nn/optimizer.hpp"
 #include "plugin/plugin_instance.hpp"
+#include "report/output_file.hpp"
 
 #include <functional>
 #include <iosfwd>
@@ -232,6 +233,7 @@ private:
     std::uint64_t batches_started_ = 0;
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit
     std::uint64_t passes_completed_ = 0;  // predict passes whose val_batch_end has run, in this fit
+    std::optional<report::FileIdentity> predictions_written_;  // [predict] output as an earlier fit wrote it
     std::uint64_t epoch_batches_done_ = 0;
     // From a training batch's first change to the epoch's totals to its batch_end: a
     // checkpoint then would count the batch and train it again.

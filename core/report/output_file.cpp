@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fstream>
 #include <stdexcept>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace trainhost::report {
@@ -98,16 +99,31 @@ void remove_earlier_output(const fs::path& file) {
     if (fs::is_regular_file(fs::symlink_status(file, ec))) fs::remove(file, ec);
 }
 
-void write_output_file(const fs::path& file, std::string_view text) {
+namespace {
+
+std::optional<FileIdentity> regular_file_at(const fs::path& file) {
+    struct stat info {};
+    if (::lstat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+    return FileIdentity{static_cast<std::uintmax_t>(info.st_dev), static_cast<std::uintmax_t>(info.st_ino)};
+}
+
+}  // namespace
+
+std::optional<FileIdentity> write_output_file(const fs::path& file, std::string_view text,
+                                              std::optional<FileIdentity> ours) {
     if (!written_in_place(file)) {
+        if (const auto there = regular_file_at(file); there && there != ours)
+            throw std::runtime_error("a file was made there during the run by something else (a plugin's own output "
+                                     "at the same path?): it is left as it is, and this output is not written");
         files::write_atomically(file, kTemporarySuffix, {text});
-        return;
+        return regular_file_at(file);
     }
     const IgnoredSigpipe ignored;
     std::ofstream out(file, std::ios::binary | std::ios::out | std::ios::trunc);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();
     if (!out) throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+    return std::nullopt;
 }
 
 }  // namespace trainhost::report

@@ -2,7 +2,9 @@
 // before a run starts, so that a bad path costs nothing, and written whole at the end.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -20,10 +22,22 @@ namespace trainhost::report {
 // output or nothing; only a regular file, never a link, FIFO or device.
 void remove_earlier_output(const std::filesystem::path& file);
 
+// A regular file's identity: the file a run wrote, told from one made in its place.
+struct FileIdentity {
+    std::uintmax_t device = 0;
+    std::uintmax_t inode = 0;
+    friend bool operator==(const FileIdentity&, const FileIdentity&) = default;
+};
+
 // A regular file (or a new one) is replaced atomically (files/atomic_file.hpp); a
 // symbolic link, FIFO or device (a process substitution, say) is written through,
-// never replaced. Throws std::runtime_error naming the file and the
+// never replaced. `ours` is what this run last wrote at `file` (none: nothing yet,
+// its earlier file having been removed before the run): a regular file there that
+// is not it was made during the run by something else, such as a plugin writing
+// its own output to the same path, and is left alone. Returns what it wrote (none
+// where written through). Throws std::runtime_error naming the file and the
 // system's reason (a FIFO whose reader went away included).
-void write_output_file(const std::filesystem::path& file, std::string_view text);
+std::optional<FileIdentity> write_output_file(const std::filesystem::path& file, std::string_view text,
+                                              std::optional<FileIdentity> ours = std::nullopt);
 
 }  // namespace trainhost::report

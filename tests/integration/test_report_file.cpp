@@ -68,6 +68,19 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         CHECK(run.err == "error: --report " + plugin + ": is the plugin file\n");
         CHECK(std::filesystem::exists(plugin));
     }
+    SECTION("a data file of the run, in either spelling, which would be removed before it is read") {
+        const auto data = dir.path() / "fm";
+        std::filesystem::create_directory(data);
+        const auto labels = dir.write("fm/train-labels-idx1-ubyte.gz", "not read: refused before");
+        const auto idx = dir.write("idx.toml", "[data]\npath = \"" + data.string() + "\"\n[model]\nlayers = [ { type = "
+                                               "\"flatten\" }, { type = \"dense\", units = 10 } ]\n").string();
+        for (const auto& file : {labels, data / "t10k-images-idx3-ubyte"}) {
+            auto run = run_trainhost({"--config", idx, "--report", file.string()});
+            CHECK(run.exit_code == 1);
+            CHECK(run.err == "error: --report " + file.string() + ": is the [data] dataset file\n");
+        }
+        CHECK(test_support::read_file(labels) == "not read: refused before");
+    }
     SECTION("the checkpoint that --resume last or --weights last reads, in the checkpoint plugin's dirpath") {
         const auto kept = dir.path() / "kept";
         std::filesystem::create_directory(kept);
@@ -241,4 +254,22 @@ TEST_CASE("the report's exit_code is the run's, whatever ended it", "[cli][repor
             CHECK(nlohmann::json::parse(test_support::read_file(report))["exit_code"] == exit_code);
         }
     }
+}
+
+TEST_CASE("a --report path a plugin wrote during the run keeps the plugin's file", "[cli][report]") {
+    TempDir dir;
+    const auto kept = dir.path() / "kept";
+    const auto last = kept / "last.safetensors";
+    std::filesystem::create_directory(kept);
+    const auto config =
+        dir.write("ck.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = \"" + kept.string() + "\"\nsave_last = true\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=checkpoint", "--report", last.string()});
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: --report " + last.string() + ": a file was made there during the run by something else (a "
+                     "plugin's own output at the same path?): it is left as it is, and this output is not written\n");
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    // Still the checkpoint: it resumes.
+    CHECK(test_support::read_file(last).front() != '{');
+    auto resumed = run_trainhost({"--config", config.string(), "--plugins=checkpoint", "--resume", "last", "--epochs", "2"});
+    CHECK(resumed.exit_code == 0);
 }
