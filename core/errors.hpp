@@ -38,17 +38,39 @@ class TrainingError : public std::runtime_error {
     return false;
 }
 
+// The length of the UTF-8 sequence that starts `text`, or 0 where it is none
+// (a stray or overlong byte, a sequence cut short).
+[[nodiscard]] inline std::size_t utf8_sequence(std::string_view text) noexcept {
+    const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
+    const unsigned char lead = byte(0);
+    const std::size_t length = lead < 0x80 ? 1 : lead >= 0xc2 && lead < 0xe0 ? 2 : lead >= 0xe0 && lead < 0xf0 ? 3
+                                             : lead >= 0xf0 && lead < 0xf5 ? 4 : 0;
+    if (length == 0 || length > text.size()) return 0;
+    for (std::size_t i = 1; i < length; ++i)
+        if ((byte(i) & 0xc0) != 0x80) return 0;
+    // Overlong three- and four-byte forms, surrogates, and code points past U+10FFFF.
+    if ((lead == 0xe0 && byte(1) < 0xa0) || (lead == 0xed && byte(1) >= 0xa0) || (lead == 0xf0 && byte(1) < 0x90) ||
+        (lead == 0xf4 && byte(1) >= 0x90))
+        return 0;
+    return length;
+}
+
 // The text for a message: each control character written as \u00XX, as TOML and
-// JSON spell them, and cut after 80 characters (the text may be megabytes long).
-[[nodiscard]] inline std::string printable(std::string_view text) {
+// JSON spell them, a byte that is no UTF-8 as \xXX, and cut after `shown_bytes`
+// (the text may be megabytes long).
+[[nodiscard]] inline std::string printable(std::string_view text, std::size_t shown_bytes = 80) {
     static constexpr char kHex[] = "0123456789abcdef";
-    static constexpr std::size_t kShown = 80;
+    const std::string_view shown = text.substr(0, shown_bytes);
     std::string out;
-    for (const unsigned char c : text.substr(0, kShown)) {
-        if (is_control_character(c)) out += {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
-        else out += static_cast<char>(c);
+    for (std::size_t i = 0; i < shown.size();) {
+        const auto c = static_cast<unsigned char>(shown[i]);
+        const std::size_t length = utf8_sequence(shown.substr(i));
+        if (length == 0) out += {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
+        else if (is_control_character(c)) out += {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+        else out += shown.substr(i, length);
+        i += length == 0 ? 1 : length;
     }
-    if (text.size() > kShown) out += "...";
+    if (text.size() > shown_bytes) out += "...";
     return out;
 }
 

@@ -273,7 +273,7 @@ CheckpointData read_checkpoint(const fs::path& file) {
     try {
         header = nlohmann::json::parse(text, watch_keys);
     } catch (const nlohmann::json::exception& e) {
-        throw fail(fmt::format("header is not JSON ({})", e.what()));
+        throw fail(fmt::format("header is not JSON ({})", printable(e.what(), 1024)));
     }
     if (controlled) throw fail(fmt::format("header holds '{}', with a control character", printable(*controlled)));
     if (repeated) throw fail(fmt::format("header names '{}' twice in one object", printable(*repeated)));

@@ -53,7 +53,7 @@ LayerSpec read_layer(const toml::table& table, std::size_t index, const std::fil
 
 void read_model(TableReader& root, RunConfig& config) {
     const toml::table* table = root.table("model");
-    if (!table) root.fail("model", "missing: the config needs a [model] table with layers and a loss");
+    if (!table) root.fail("model", "missing: the config needs a [model] table with its layers");
     TableReader reader(*table, "[model]", config.file);
     config.model.loss = reader.one_of("loss", "cross_entropy", {"cross_entropy", "bce_with_logits", "mse"});
     config.model.loss_origin = reader.position_of("loss");

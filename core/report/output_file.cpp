@@ -88,7 +88,9 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     // whose report would otherwise be lost at its end.
     std::string probe = (parent / ".trainhost-probe-XXXXXX").string();
     const int fd = ::mkstemp(probe.data());
-    if (fd < 0) return fmt::format("directory {} is not writable ({})", parent.string(), std::strerror(errno));
+    if (fd < 0)
+        return fmt::format("directory {} is not writable (making a file there: {})", parent.string(),
+                           std::strerror(errno));
     ::close(fd);
     ::unlink(probe.c_str());
     return {};

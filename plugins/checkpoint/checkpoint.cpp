@@ -138,6 +138,9 @@ public:
                                               " exclude each other: with every_n_train_steps, saves come only every n "
                                               "steps");
         if (dirpath_.empty() || filename_.empty()) throw trainhost::sdk::OptionError("dirpath and filename must not be empty");
+        // Found here rather than at the first save, an epoch of training later.
+        if (std::error_code ec; std::filesystem::exists(dirpath_, ec) && !std::filesystem::is_directory(dirpath_, ec))
+            throw trainhost::sdk::OptionError("dirpath '" + dirpath_ + "' is a file, not a directory");
         // Every file goes directly into dirpath, which is also where the files that top-k
         // drops are deleted: a '/' would put one elsewhere (an absolute name replaces
         // dirpath altogether, "../" climbs out of it).

@@ -195,6 +195,12 @@ TEST_CASE("each part of a file that is not as a checkpoint writes it is refused 
     };
     SECTION("a file shorter than the header's size") { refused(bytes.substr(0, 4), "shorter than its 8-byte header size\n"); }
     SECTION("a header that is no JSON") { refused(with_header_text(bytes, "{\"param\": "), "header is not JSON ("); }
+    SECTION("a header that is no JSON for a byte that is no UTF-8, which the message escapes") {
+        auto run = saved.resume("edited.safetensors", with_header_text(bytes, "{\"data_offsets\"\xfd: 1}"));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("header is not JSON (") && Contains("last read: '\"data_offsets\"\\xfd'"));
+        CHECK_THAT(run.err, !Contains("\xfd"));
+    }
     SECTION("no metadata") { refused(with_header_text(bytes, "{}"), "no __metadata__ in the header\n"); }
     SECTION("a metadata value that is no string") {
         refused(edited([](auto& h) { h["__metadata__"]["format"] = 3; }), "metadata 'format' is not a string\n");

@@ -42,6 +42,11 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
              {"checkpoint", ck + "filename = \"sub/{epoch}\"",
               "filename is a name inside dirpath and cannot hold '/': sub/{epoch}"},
              {"checkpoint", ck + "filename = \"\"", "dirpath and filename must not be empty"},
+             {"checkpoint", "dirpath = \"" + dir.write("plain", "").string() + "\"",
+              "dirpath '" + (dir.path() / "plain").string() + "' is a file, not a directory"},
+             {"checkpoint", ck + "filename = \"{epoch:4f}\"", "filename format '4f' in '{epoch:4f}' is not like 02d"},
+             {"checkpoint", ck + "filename = \"{val_loss:4f}\"",
+              "filename format '4f' in '{val_loss:4f}' is not like .4f"},
              {"checkpoint", ck + "filename = \"last\"",
               "filename 'last' is the name of last.safetensors (save_last, --resume last)"}}) {
         INFO(options);

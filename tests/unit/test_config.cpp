@@ -203,3 +203,16 @@ TEST_CASE("max_steps without epochs leaves the epochs unlimited, as Lightning's 
     settle_epochs(config);
     CHECK(config.epochs == 1);
 }
+
+TEST_CASE("printable escapes control characters and bytes that are no UTF-8, and cuts long text", "[config][errors]") {
+    using trainhost::printable;
+    CHECK(printable("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82") == "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x99\x82");
+    CHECK(printable("a\x01" "b\x7f") == "a\\u0001b\\u007f");
+    CHECK(printable("x\xfdy") == "x\\xfdy");
+    CHECK(printable("cut \xe2\x82") == "cut \\xe2\\x82");          // a sequence cut short
+    CHECK(printable("\xc0\xaf") == "\\xc0\\xaf");                  // overlong '/'
+    CHECK(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");          // a surrogate
+    CHECK(printable("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+    CHECK(printable(std::string(100, 'a')) == std::string(80, 'a') + "...");
+    CHECK(printable(std::string(100, 'a'), 1000) == std::string(100, 'a'));
+}
