@@ -1,6 +1,8 @@
 // Errors that end a run, each mapped to the exit code documented in docs/architecture.md.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -60,13 +62,19 @@ class TrainingError : public std::runtime_error {
 // (the text may be megabytes long).
 [[nodiscard]] inline std::string printable(std::string_view text, std::size_t shown_bytes = 80) {
     static constexpr char kHex[] = "0123456789abcdef";
-    const std::string_view shown = text.substr(0, shown_bytes);
+    // The cut falls before a character, not inside one (at most three bytes back).
+    std::size_t cut = std::min(shown_bytes, text.size());
+    for (std::size_t back = 0; back < 3 && cut > 0 && cut < text.size() && (text[cut] & 0xc0) == 0x80; ++back) --cut;
+    const std::string_view shown = text.substr(0, cut);
     std::string out;
     for (std::size_t i = 0; i < shown.size();) {
         const auto c = static_cast<unsigned char>(shown[i]);
         const std::size_t length = utf8_sequence(shown.substr(i));
+        // C1 controls (U+0080 ... U+009F, the 8-bit CSI among them) act on a terminal too.
+        const unsigned char code = length == 2 && c == 0xc2 ? static_cast<unsigned char>(shown[i + 1]) : c;
         if (length == 0) out += {'\\', 'x', kHex[c >> 4], kHex[c & 0xf]};
-        else if (is_control_character(c)) out += {'\\', 'u', '0', '0', kHex[c >> 4], kHex[c & 0xf]};
+        else if (is_control_character(c) || (length == 2 && c == 0xc2 && code < 0xa0))
+            out += {'\\', 'u', '0', '0', kHex[code >> 4], kHex[code & 0xf]};
         else out += shown.substr(i, length);
         i += length == 0 ? 1 : length;
     }

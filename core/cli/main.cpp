@@ -115,7 +115,11 @@ void prepare_output_file(const char* option, const std::string& file,
     if (file.empty()) return;
     if (const std::string reason = report::unwritable_reason(file, inputs); !reason.empty())
         throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
-    report::remove_earlier_output(file);
+    try {
+        report::remove_earlier_output(file);
+    } catch (const std::runtime_error& e) {
+        throw ConfigError(fmt::format("{} {}: {}", option, file, e.what()));
+    }
 }
 
 // The files a plugin list names, as the loader will find them, so that a report

@@ -430,16 +430,17 @@ void Session::train_fit(FitRecord& record) {
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
     const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
-    state_.epoch = first_epoch;
-    sanity_check();
     // A resume within an epoch whose batches max_steps already ended (an interrupt
     // or a step-based save at its last step) still ends that epoch, as the run would have.
     const bool resumed_within_epoch = start_batch_ > 0;
     note_step_limit();
-    for (std::uint32_t epoch = first_epoch;
-         epoch < config.epochs && !stopping() &&
-         (!steps_exhausted() || (epoch == first_epoch && resumed_within_epoch));
-         ++epoch) {
+    const auto trains = [&](std::uint32_t epoch) {
+        return epoch < config.epochs && !stopping() &&
+               (!steps_exhausted() || (epoch == first_epoch && resumed_within_epoch));
+    };
+    // At the epoch and step the fit stands at (a resume's own): only a fit that trains.
+    if (trains(first_epoch)) sanity_check();
+    for (std::uint32_t epoch = first_epoch; trains(epoch); ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();
         const std::uint64_t trained = train_epoch();
@@ -481,24 +482,6 @@ void Session::train_fit(FitRecord& record) {
             throw FitFailure::non_finite("test loss", loss->second, fmt::format("fit {}", state_.fit_index + 1));
     }
     dispatch(TH_HOOK_FIT_END);
-}
-
-// Lightning's sanity check: a few validation batches with their hooks before the
-// first epoch, so that a validation that fails does so before an epoch's training,
-// not after it. Its metrics are dropped: the restored ones of a resume stay.
-void Session::sanity_check() {
-    const config::RunConfig& config = options_.config;
-    if (config.num_sanity_val_steps == 0 || validation_.count == 0 || config.data.limit_val_batches == 0) return;
-    const std::int64_t limit = config.data.limit_val_batches < 0 ? config.num_sanity_val_steps
-                               : config.num_sanity_val_steps < 0
-                                   ? config.data.limit_val_batches
-                                   : std::min(config.num_sanity_val_steps, config.data.limit_val_batches);
-    const auto metrics = metrics_;
-    state_.sanity_checking = 1;
-    evaluate(validation_, "val", true, limit);
-    state_.sanity_checking = 0;
-    metrics_ = metrics;
-    check_interrupt();
 }
 
 // Forward passes only, cycling over the split's batches; each pass is a step, with

@@ -205,4 +205,24 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_END);
 }
 
+// Lightning's sanity check: a few validation batches with their hooks before the
+// first epoch, so that a validation that fails does so before an epoch's training,
+// not after it. Its metrics are dropped: the restored ones of a resume stay.
+void Session::sanity_check() {
+    const config::RunConfig& config = options_.config;
+    if (config.num_sanity_val_steps == 0 || validation_.count == 0 || config.data.limit_val_batches == 0) return;
+    const std::int64_t limit = config.data.limit_val_batches < 0 ? config.num_sanity_val_steps
+                               : config.num_sanity_val_steps < 0
+                                   ? config.data.limit_val_batches
+                                   : std::min(config.num_sanity_val_steps, config.data.limit_val_batches);
+    const auto metrics = metrics_;
+    // Left at 1 where a plugin fails in it: on_exception then tells, as Lightning's
+    // trainer.sanity_checking does.
+    state_.sanity_checking = 1;
+    evaluate(validation_, "val", true, limit);
+    state_.sanity_checking = 0;
+    metrics_ = metrics;
+    check_interrupt();
+}
+
 }  // namespace trainhost::lifecycle

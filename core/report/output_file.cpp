@@ -98,7 +98,10 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
 
 void remove_earlier_output(const fs::path& file) {
     std::error_code ec;
-    if (fs::is_regular_file(fs::symlink_status(file, ec))) fs::remove(file, ec);
+    if (!fs::is_regular_file(fs::symlink_status(file, ec))) return;
+    // Left there, it would read at the end as a file something else made during the run.
+    if (!fs::remove(file, ec) && ec)
+        throw std::runtime_error(fmt::format("cannot remove the earlier file there ({})", ec.message()));
 }
 
 namespace {

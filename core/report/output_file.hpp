@@ -19,7 +19,8 @@ namespace trainhost::report {
                                             const std::vector<std::pair<std::string, std::string>>& inputs = {});
 
 // An earlier run's file at the path, so that what a script finds there is this run's
-// output or nothing; only a regular file, never a link, FIFO or device.
+// output or nothing; only a regular file, never a link, FIFO or device. Throws
+// std::runtime_error where it cannot (another user's file in a sticky directory).
 void remove_earlier_output(const std::filesystem::path& file);
 
 // A regular file's identity: the file a run wrote, told from one made in its place.

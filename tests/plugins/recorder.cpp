@@ -20,6 +20,7 @@ public:
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
         {"stop_at_step", TH_OPTION_INT, "-1", "request a stop at the batch_end whose global_step is this (-1 never)"},
         {"stop_at_epoch_start", TH_OPTION_INT, "-1", "request a stop at this epoch's start (0-based; -1 never)"},
+        {"stop_at_fit_start", TH_OPTION_BOOL, "false", "request a stop at fit_start"},
         {"nan_metric", TH_OPTION_BOOL, "false", "set metric recorder.value to NaN at every epoch end"},
         {"values", TH_OPTION_STRING, "\"\"",
          "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
@@ -27,12 +28,17 @@ public:
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
           stop_at_step_(options.get_int("stop_at_step")), stop_at_epoch_start_(options.get_int("stop_at_epoch_start")),
-          nan_metric_(options.get_bool("nan_metric")) {
+          stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
         static int instances = 0;
         ctx.info("test_recorder instance " + std::to_string(++instances));
+    }
+
+    void on_fit_start(trainhost::sdk::Context& ctx) override {
+        HookLog::on_fit_start(ctx);
+        if (stop_at_fit_start_) ctx.request_stop("asked to stop");
     }
 
     void on_epoch_start(trainhost::sdk::Context& ctx) override {
@@ -57,6 +63,7 @@ private:
     std::int64_t stop_at_epoch_;
     std::int64_t stop_at_step_;
     std::int64_t stop_at_epoch_start_;
+    bool stop_at_fit_start_;
     bool nan_metric_;
     std::vector<double> values_;
 };

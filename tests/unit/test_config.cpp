@@ -215,4 +215,7 @@ TEST_CASE("printable escapes control characters and bytes that are no UTF-8, and
     CHECK(printable("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
     CHECK(printable(std::string(100, 'a')) == std::string(80, 'a') + "...");
     CHECK(printable(std::string(100, 'a'), 1000) == std::string(100, 'a'));
+    // A cut that would fall inside a character falls before it.
+    CHECK(printable(std::string(79, 'a') + "\xe2\x82\xac" + "bbb") == std::string(79, 'a') + "...");
+    CHECK(printable("\xc2\x9b" "2J \xc2\xa0") == "\\u009b2J \xc2\xa0");  // a C1 control (8-bit CSI); a no-break space
 }

@@ -182,8 +182,10 @@ typedef struct th_train_state {
      * validation hooks, as Lightning's trainer.sanity_checking. Its val_* metrics
      * are dropped afterwards; a monitor must not act on them. Read it only when
      * the struct_size train_state returned covers it: an older host does not
-     * write it (the SDK's state() zero-fills: no sanity check). */
-    uint32_t sanity_checking;
+     * write it (the SDK's state() zero-fills: no sanity check). Left at 1 in
+     * on_exception and teardown where the sanity check itself failed. 64 bits, so
+     * that no later field can fall into this one's padding. */
+    uint64_t sanity_checking;
 } th_train_state;
 
 typedef struct th_param_info {

@@ -214,6 +214,10 @@ public:
     void validation_ended(const TrainState& state) noexcept {
         if (state.sanity_checking == 0) in_epoch_ = in_fit_ = true;
     }
+    // SDK 1.8's form, which counts the sanity check as a validation.
+    [[deprecated("pass ctx.state(), so that the sanity check counts for nothing")]] void validation_ended() noexcept {
+        in_epoch_ = in_fit_ = true;
+    }
 
     [[nodiscard]] bool validated_in_epoch() const noexcept { return in_epoch_; }
     [[nodiscard]] bool validated_in_fit() const noexcept { return in_fit_; }
