@@ -43,6 +43,7 @@ class TrainingError : public std::runtime_error {
 // The length of the UTF-8 sequence that starts `text`, or 0 where it is none
 // (a stray or overlong byte, a sequence cut short).
 [[nodiscard]] inline std::size_t utf8_sequence(std::string_view text) noexcept {
+    if (text.empty()) return 0;
     const auto byte = [&](std::size_t i) { return static_cast<unsigned char>(text[i]); };
     const unsigned char lead = byte(0);
     const std::size_t length = lead < 0x80 ? 1 : lead >= 0xc2 && lead < 0xe0 ? 2 : lead >= 0xe0 && lead < 0xf0 ? 3
