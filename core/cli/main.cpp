@@ -142,9 +142,8 @@ std::vector<std::pair<std::string, std::string>> data_files(const config::RunCon
     if (config.data.dataset != "fashion_mnist") return files;
     const std::filesystem::path dir = config.data.path.empty() ? data::kFashionMnistDefaultDir : config.data.path;
     for (const char* split : {"train", "t10k"})
-        for (const char* kind : {"images-idx3", "labels-idx1"})
-            for (const char* suffix : {"-ubyte.gz", "-ubyte"})
-                files.emplace_back("[data] dataset", (dir / fmt::format("{}-{}{}", split, kind, suffix)).string());
+        for (const std::filesystem::path& file : data::idx_file_spellings(dir, split))
+            files.emplace_back("[data] dataset", file.string());
     return files;
 }
 

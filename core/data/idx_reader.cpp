@@ -201,10 +201,22 @@ std::filesystem::path idx_file(const std::filesystem::path& dir, const std::stri
     return !std::filesystem::exists(gzip, ec) && std::filesystem::exists(plain, ec) ? plain : gzip;
 }
 
+std::string images_stem(std::string_view prefix) { return fmt::format("{}-images-idx3-ubyte", prefix); }
+std::string labels_stem(std::string_view prefix) { return fmt::format("{}-labels-idx1-ubyte", prefix); }
+
 }  // namespace
 
 std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix) {
-    return idx_file(dir, fmt::format("{}-images-idx3-ubyte", prefix));
+    return idx_file(dir, images_stem(prefix));
+}
+
+std::vector<std::filesystem::path> idx_file_spellings(const std::filesystem::path& dir, std::string_view prefix) {
+    std::vector<std::filesystem::path> paths;
+    for (const std::string& stem : {images_stem(prefix), labels_stem(prefix)}) {
+        paths.push_back(dir / (stem + ".gz"));
+        paths.push_back(dir / stem);
+    }
+    return paths;
 }
 
 Dataset load_idx_classification(const std::filesystem::path& dir, std::string_view prefix, std::size_t classes,
@@ -214,7 +226,7 @@ Dataset load_idx_classification(const std::filesystem::path& dir, std::string_vi
         throw DataError(fmt::format("{}: is not a directory ([data] path names the directory of the IDX files)",
                                     dir.string()));
     const std::filesystem::path images_path = idx_images_path(dir, prefix);
-    const std::filesystem::path labels_path = idx_file(dir, fmt::format("{}-labels-idx1-ubyte", prefix));
+    const std::filesystem::path labels_path = idx_file(dir, labels_stem(prefix));
     if (classes == 0) throw DataError(fmt::format("{}: classes must be > 0", labels_path.string()));
 
     const IdxArray images = read_idx(images_path, 3);

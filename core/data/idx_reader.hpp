@@ -47,6 +47,10 @@ struct IdxArray {
 /// file is there (torchvision's raw/ layout): the image file of a split ("train", "t10k").
 [[nodiscard]] std::filesystem::path idx_images_path(const std::filesystem::path& dir, std::string_view prefix);
 
+/// Every file of a split the loader may read, images and labels, with and without .gz.
+[[nodiscard]] std::vector<std::filesystem::path> idx_file_spellings(const std::filesystem::path& dir,
+                                                                    std::string_view prefix);
+
 /// Loads <dir>/<prefix>-images-idx3-ubyte[.gz] and <dir>/<prefix>-labels-idx1-ubyte[.gz]
 /// (prefix "train" or "t10k" for (Fashion-)MNIST). Pixels are scaled by 1/255
 /// into [0,1], sample_shape is {1, rows, cols}. Throws DataError if the image

@@ -99,6 +99,10 @@ RunResult run_command(const std::vector<std::string>& arguments, const std::stri
 
 std::string test_plugin(const std::string& name) { return std::string(TRAINHOST_TEST_PLUGIN_DIR) + "/" + name + ".so"; }
 
+std::string recorder_table(const std::filesystem::path& hooks, const std::string& more) {
+    return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n" + more;
+}
+
 std::string tiny_config(int epochs, const std::string& extra) {
     return "seed = 7\nepochs = " + std::to_string(epochs) + R"(
 

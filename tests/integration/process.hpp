@@ -49,6 +49,8 @@ private:
 [[nodiscard]] std::size_t occurrences(const std::string& text, const std::string& part);  // overlapping ones too
 [[nodiscard]] std::vector<std::string> files_in(const std::filesystem::path& dir);  // names, sorted
 [[nodiscard]] std::string test_plugin(const std::string& name);  // path of a tests/plugins .so
+// [plugins.test_recorder] logging its hooks to `hooks`, plus `more` TOML lines.
+[[nodiscard]] std::string recorder_table(const std::filesystem::path& hooks, const std::string& more = "");
 
 // A tiny synthetic run (2 training batches, 1 validation batch per epoch) plus `extra` TOML.
 [[nodiscard]] std::string tiny_config(int epochs = 1, const std::string& extra = "");

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using test_support::recorder_table;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -25,10 +26,6 @@ std::string sanity_config(const std::string& steps, const std::string& extra = "
     text.replace(text.find("epochs = 2\n"), 11, "epochs = 2\nnum_sanity_val_steps = " + steps + "\n");
     text.replace(text.find("batch_size = 16"), 15, "batch_size = 4");
     return text;
-}
-
-std::string recorder(const fs::path& hooks) {
-    return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n";
 }
 
 // The hooks between fit_start and the first epoch_start.
@@ -72,15 +69,15 @@ TEST_CASE("num_sanity_val_steps runs that many validation batches before the fir
         CHECK_THAT(run.last_line(), Contains("resources: clean"));
         return before_first_epoch(test_support::lines_of(test_support::read_file(hooks)));
     };
-    CHECK(hooks_of(sanity_config("2", recorder(hooks))) == sanity_hooks(2));
-    CHECK(hooks_of(sanity_config("-1", recorder(hooks))) == sanity_hooks(3));  // every validation batch
-    CHECK(hooks_of(sanity_config("5", recorder(hooks))) == sanity_hooks(3));
-    CHECK(hooks_of(sanity_config("0", recorder(hooks))).empty());
-    std::string limited = sanity_config("2", recorder(hooks));
+    CHECK(hooks_of(sanity_config("2", recorder_table(hooks))) == sanity_hooks(2));
+    CHECK(hooks_of(sanity_config("-1", recorder_table(hooks))) == sanity_hooks(3));  // every validation batch
+    CHECK(hooks_of(sanity_config("5", recorder_table(hooks))) == sanity_hooks(3));
+    CHECK(hooks_of(sanity_config("0", recorder_table(hooks))).empty());
+    std::string limited = sanity_config("2", recorder_table(hooks));
     limited.replace(limited.find("batch_size = 4"), 14, "batch_size = 4\nlimit_val_batches = 1");
     CHECK(hooks_of(limited) == sanity_hooks(1));
     SECTION("no validation split, no sanity check") {
-        std::string text = sanity_config("2", recorder(hooks));
+        std::string text = sanity_config("2", recorder_table(hooks));
         text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
         CHECK(hooks_of(text).empty());
     }
@@ -123,7 +120,7 @@ TEST_CASE("a resume runs the sanity check where it stands, and trains as one wit
         fs::copy_file(dir.path() / "saved.safetensors", ckpt / "last.safetensors",
                       fs::copy_options::overwrite_existing);
         std::string text = sanity_config(
-            steps, checkpoint_runs::checkpoint_table(ckpt) + recorder(hooks) + "stop_at_fit_start = true\n");
+            steps, checkpoint_runs::checkpoint_table(ckpt) + recorder_table(hooks) + "stop_at_fit_start = true\n");
         text.replace(text.find("epochs = 2\n"), 11, "epochs = 3\nmin_epochs = 2\n");
         const auto report = dir.path() / ("resumed" + steps + ".json");
         auto run = run_trainhost({"--config", dir.write("resumed.toml", text).string(), "--device", "cpu", "--resume",

@@ -16,6 +16,7 @@
 
 using Catch::Matchers::Contains;
 using test_support::occurrences;
+using test_support::recorder_table;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -29,8 +30,6 @@ const std::string kPlugins = "--plugins=" + test_plugin("test_recorder") + ",tim
 std::string timer_config(int epochs, const std::string& timer_options, const std::string& extra = "") {
     return sgd_runs::sgd_config(epochs, 0.1, "\n[plugins.timer]\n" + timer_options + extra);
 }
-
-std::string recorder_table(const fs::path& hooks) { return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n"; }
 
 std::size_t count_of(const fs::path& hooks, const std::string& line) {
     const auto lines = test_support::lines_of(test_support::read_file(hooks));

@@ -14,6 +14,7 @@
 
 using Catch::Matchers::Contains;
 using sgd_runs::epoch_metrics;
+using test_support::recorder_table;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -28,10 +29,6 @@ std::string interval_config(int epochs, const std::string& top, const std::strin
     const std::string epochs_line = "epochs = " + std::to_string(epochs) + "\n";
     text.replace(text.find(epochs_line), epochs_line.size(), epochs_line + top);
     return text;
-}
-
-std::string recorder_table(const fs::path& hooks, const std::string& more = "") {
-    return "\n[plugins.test_recorder]\nfile = \"" + hooks.string() + "\"\n" + more;
 }
 
 // The epoch ends and validation ends in the order they ran: "e" and "v".
