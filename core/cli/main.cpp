@@ -153,14 +153,15 @@ bool takes_value(CLI::App& app, const std::string& name) {
     apps.push_back(&app);
     return std::any_of(apps.begin(), apps.end(), [&](CLI::App* each) {
         const CLI::Option* option = each->get_option_no_throw(name);
-        return option != nullptr && option->get_items_expected_min() > 0;
+        return option != nullptr && option->get_items_expected_max() > 0;
     });
 }
 
 // CLI11 reads "--report=" as "--report" still waiting for its value, and takes the
 // next argument whatever it is: "--report= --epochs 3" would report to "--epochs" and
 // refuse the 3. Given apart, as "--report ''", the empty value meets the option's own
-// check (a flag's "--verbose=" stays as it is, for CLI11 to refuse). The arguments come
+// check, also where the value may be left out ("--fast-dev-run=" would otherwise be
+// "--fast-dev-run", 1); a flag's "--verbose=" stays as it is, for CLI11 to refuse. The arguments come
 // back in the reverse order CLI11's parse(vector) takes.
 std::vector<std::string> arguments_for_parse(CLI::App& app, int argc, char** argv) {
     std::vector<std::string> arguments;
@@ -222,6 +223,7 @@ struct TrainArguments {
     std::optional<std::int64_t> max_steps;
     std::optional<std::uint64_t> seed;
     std::optional<std::string> device;
+    std::optional<std::int64_t> fast_dev_run;
     std::uint32_t repeat = 1;
     std::string report;
     std::string resume;
@@ -239,6 +241,20 @@ int train(const TrainArguments& args, config::RunConfig config) {
     }
     if (args.max_steps) options.config.max_steps = *args.max_steps < 0 ? 0 : static_cast<std::uint64_t>(*args.max_steps);
     config::settle_epochs(options.config);
+    if (args.fast_dev_run) {
+        if (options.config.mode == "predict" && *args.fast_dev_run > 0)
+            throw ConfigError(fmt::format("--fast-dev-run checks a training fit; {} predicts ([predict] passes limits "
+                                          "its batches)",
+                                          options.config.file.string()));
+        options.config.fast_dev_run = *args.fast_dev_run;
+    }
+    // A resume would continue a fit this check does not run (Lightning's, at its step
+    // limit already, trains nothing).
+    if (options.config.fast_dev_run > 0 && !args.resume.empty())
+        throw ConfigError(fmt::format("--resume {}: fast_dev_run checks a fresh fit and saves no checkpoint; leave one "
+                                      "of them out",
+                                      args.resume));
+    if (const std::string line = config::apply_fast_dev_run(options.config); !line.empty()) std::cout << line << '\n';
     if (args.seed) options.config.seed = *args.seed;
     if (args.device) {
         options.config.device = *args.device;
@@ -353,6 +369,13 @@ int run_command(int argc, char** argv) {
     app.add_option("--epochs", args.epochs, "override the config's epochs")->check(integer_in(0, config::kMaxEpochs));
     app.add_option("--max-steps", args.max_steps, "override the config's max_steps (-1: no limit)")
         ->check(a_step_limit());
+    CLI::Option* fast_dev_run = app.add_option("--fast-dev-run", args.fast_dev_run,
+                   "check the fit quickly: one epoch of N (default 1) batches each of training, validation and test, "
+                   "saving, stopping and logging nothing (overrides the config's fast_dev_run; 0: off)")
+        ->expected(0, 1)
+        ->default_str("1")
+        ->type_name("N")
+        ->check(integer_in(0, INT64_MAX));
     app.add_option("--seed", args.seed, "override the config's seed")->check(integer_in(0, INT64_MAX));
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(
@@ -411,6 +434,12 @@ int run_command(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         std::cerr << "error: " << e.what() << "\n(run trainhost --help for usage)\n";
+        return kExitUsage;
+    }
+    // CLI11 runs no check on an empty value, and leaves the option unset.
+    if (fast_dev_run->count() > 0 && !args.fast_dev_run) {
+        std::cerr << "error: --fast-dev-run: needs a count of batches (0: off), or none for 1; not ''\n(run trainhost "
+                     "--help for usage)\n";
         return kExitUsage;
     }
     // CLI11 takes an option given before a subcommand as the main command's: one that

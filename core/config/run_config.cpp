@@ -234,6 +234,11 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
     config.check_val_every_n_epoch =
         static_cast<std::uint32_t>(reader.integer_in("check_val_every_n_epoch", 1, 1, kMaxEpochs));
     config.num_sanity_val_steps = reader.integer_in("num_sanity_val_steps", 0, -1, INT64_MAX);
+    config.fast_dev_run = reader.count_or_boolean_in("fast_dev_run", 0, INT64_MAX);
+    // A quick check of a fit: a predict run has none to check (Lightning's would limit
+    // the predict batches, which [predict] passes does here).
+    if (config.fast_dev_run > 0 && config.mode == "predict")
+        reader.fail("fast_dev_run", "checks a training fit; this config predicts ([predict] passes limits its batches)");
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
         reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));
@@ -270,6 +275,22 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
 
 void settle_epochs(RunConfig& config) noexcept {
     if (!config.epochs_given) config.epochs = config.max_steps > 0 && config.mode == "train" ? kMaxEpochs : 1;
+}
+
+std::string apply_fast_dev_run(RunConfig& config) {
+    const std::int64_t batches = config.fast_dev_run;
+    if (batches <= 0) return {};
+    config.epochs = 1;
+    config.epochs_given = true;
+    config.max_steps = 0;
+    config.min_epochs = 0;
+    config.min_steps = 0;
+    config.check_val_every_n_epoch = 1;
+    config.num_sanity_val_steps = 0;
+    config.data.limit_train_batches = config.data.limit_val_batches = config.data.limit_test_batches = batches;
+    return fmt::format("fast_dev_run = {}: one epoch of at most {} batch{} each of training, validation and test; "
+                       "plugins that honour it (checkpoint, early_stopping, metrics_logger) save, stop and log nothing",
+                       batches, batches, batches == 1 ? "" : "es");
 }
 
 RunConfig load_run_config(const std::filesystem::path& file) { return parse_run_config(read_config_text(file), file); }

@@ -96,6 +96,9 @@ struct RunConfig {
     // Lightning's num_sanity_val_steps: validation batches run after fit_start, before
     // the first epoch, their metrics dropped (-1: all; 0: none, here the default).
     std::int64_t num_sanity_val_steps = 0;
+    // Lightning's fast_dev_run: a quick check of the whole fit on this many batches
+    // (0: off); apply_fast_dev_run sets the limits it stands for.
+    std::int64_t fast_dev_run = 0;
     std::string device = "auto";  // auto, cpu, cpu:N, cuda, cuda:N
     // Where `device` was chosen, to start a message about it: `run.toml:3:10: device
     // "cuda"`, or `--device cuda` when the command line set it.
@@ -124,5 +127,9 @@ struct RunConfig {
 // After `epochs_given` or `max_steps` changes: epochs left unset are 1, or as many as
 // a run may have where max_steps limits a training fit.
 void settle_epochs(RunConfig& config) noexcept;
+// Where fast_dev_run is set, as Lightning's: one epoch of at most that many training,
+// validation and test batches, without a sanity check, min_epochs, min_steps, max_steps
+// or check_val_every_n_epoch. What it returns says so, for the run's output.
+[[nodiscard]] std::string apply_fast_dev_run(RunConfig& config);
 
 }  // namespace trainhost::config

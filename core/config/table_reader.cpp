@@ -115,6 +115,14 @@ std::int64_t TableReader::integer_in(std::string_view key, std::int64_t fallback
     return value;
 }
 
+std::int64_t TableReader::count_or_boolean_in(std::string_view key, std::int64_t min, std::int64_t max) {
+    const toml::node* node = lookup(key);
+    if (!node) return 0;
+    if (auto flag = node->value_exact<bool>()) return *flag ? 1 : 0;
+    if (!node->value_exact<std::int64_t>()) wrong_type(key, *node, "true, false or an integer");
+    return integer_in(key, 0, min, max);
+}
+
 double TableReader::number_in(std::string_view key, double fallback, double min, double max) {
     double value = number(key).value_or(fallback);
     if (!(value >= min && value <= max)) fail(key, fmt::format("{} is out of range [{}, {}]", value, min, max));

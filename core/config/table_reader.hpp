@@ -35,6 +35,8 @@ public:
 
     // Integers with bounds; the error quotes the bound.
     [[nodiscard]] std::int64_t integer_in(std::string_view key, std::int64_t fallback, std::int64_t min, std::int64_t max);
+    // A key that is a boolean or a count, as Lightning's fast_dev_run: true is 1, false 0.
+    [[nodiscard]] std::int64_t count_or_boolean_in(std::string_view key, std::int64_t min, std::int64_t max);
     [[nodiscard]] double number_in(std::string_view key, double fallback, double min, double max);
     [[nodiscard]] std::string one_of(std::string_view key, std::string fallback, const std::set<std::string>& allowed);
 

@@ -110,6 +110,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         state_.accumulate_grad_batches = config.mode == "predict" ? 1 : config.optimizer.accumulate_grad_batches;
         state_.max_steps = config.mode == "predict" ? 0 : config.max_steps;
         state_.check_val_every_n_epoch = config.mode == "predict" ? 1 : config.check_val_every_n_epoch;
+        state_.fast_dev_run = static_cast<std::uint64_t>(config.fast_dev_run);
         state_.device = devices_[model_device_]->name().c_str();
         try {
             load_data();

@@ -157,8 +157,11 @@ public:
         }
     }
 
+    // As Lightning's ModelCheckpoint, a fast_dev_run saves nothing: it checks the fit,
+    // and its weights, a few batches in, are not ones to keep or rank.
     void on_batch_end(Context& ctx) override {
         const auto state = ctx.state();
+        if (state.fast_dev_run > 0) return;
         if (every_n_steps_ > 0 && state.global_step > 0 && state.global_step % every_n_steps_ == 0 &&
             state.global_step != last_saved_step_)
             save(ctx, state);
@@ -185,7 +188,7 @@ public:
 
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
-        if (every_n_steps_ > 0 || every_n_epochs_ == 0 || (state.epoch + 1) % every_n_epochs_ != 0) return;
+        if (state.fast_dev_run > 0 || every_n_steps_ > 0 || every_n_epochs_ == 0 || (state.epoch + 1) % every_n_epochs_ != 0) return;
         // A ranked save is skipped at an epoch without a validation, as Lightning's
         // saves at validation end: that epoch's val_* metrics are the last validation's,
         // and would rank these weights by older ones. last.safetensors stays the latest.
@@ -203,7 +206,8 @@ public:
     void on_exception(Context& ctx) override {
         const auto state = ctx.state();
         // Nothing trained yet: no step, and no batch whose gradients a window holds.
-        if (!save_on_interrupt_ || state.interrupt_signal == 0 || (state.global_step == 0 && state.samples_seen == 0))
+        if (!save_on_interrupt_ || state.interrupt_signal == 0 || state.fast_dev_run > 0 ||
+            (state.global_step == 0 && state.samples_seen == 0))
             return;
         ctx.save_checkpoint(last_path(), false);  // whatever weights_only says: this file is for --resume
         ctx.info("checkpoint: saved " + last_path() + " on interrupt; continue with --resume last");

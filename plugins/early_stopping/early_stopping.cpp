@@ -64,6 +64,8 @@ public:
     void on_validation_end(Context& ctx) override { validation_.validation_ended(ctx.state()); }
 
     void on_epoch_end(Context& ctx) override {
+        // As Lightning's: a fast_dev_run checks the fit, not when to stop it.
+        if (ctx.state().fast_dev_run > 0) return;
         ++epochs_ended_in_fit_;
         // Where validation runs every few epochs, the check waits for one, as Lightning's
         // runs at validation end: patience counts validations.

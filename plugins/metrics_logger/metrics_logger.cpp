@@ -167,6 +167,9 @@ public:
     // failure of this plugin (named, with the path) rather than a refused instance.
     void on_fit_start(Context& ctx) override {
         const auto state = ctx.state();
+        // As Lightning's loggers, a fast_dev_run logs nothing: no file is opened, so no
+        // row is written, and an earlier run's files stay as they are.
+        if (state.fast_dev_run > 0) return;
         const bool append = state.fit_index > 0 || state.global_step > 0;  // a later repeat, or resumed
         std::error_code error;
         fs::create_directories(dir_, error);

@@ -46,6 +46,8 @@ private:
 
 [[nodiscard]] std::string read_file(const std::filesystem::path& file);
 [[nodiscard]] std::vector<std::string> lines_of(const std::string& text);
+// How many of `lines` are `line` exactly.
+[[nodiscard]] std::size_t count_of(const std::vector<std::string>& lines, const std::string& line);
 [[nodiscard]] std::size_t occurrences(const std::string& text, const std::string& part);  // overlapping ones too
 [[nodiscard]] std::vector<std::string> files_in(const std::filesystem::path& dir);  // names, sorted
 [[nodiscard]] std::string test_plugin(const std::string& name);  // path of a tests/plugins .so

@@ -20,6 +20,7 @@ using Catch::Matchers::Contains;
 using checkpoint_runs::check_same_tensors;
 using checkpoint_runs::checkpoint_table;
 using sgd_runs::epoch_metrics;
+using test_support::count_of;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -40,10 +41,6 @@ std::string accumulating_sgd(int epochs, int batch_size, int window, const std::
     std::string text = accumulating(epochs, batch_size, window, extra);
     text.replace(text.find("type = \"adam\"\nlr = 0.01"), 23, "type = \"sgd\"\nlr = 0.1");
     return text;
-}
-
-std::size_t count_of(const std::vector<std::string>& lines, const std::string& line) {
-    return static_cast<std::size_t>(std::count(lines.begin(), lines.end(), line));
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ TEST_CASE("the help and version flags exit 0", "[cli]") {
     CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
     auto version = run_trainhost({"--version"});
     CHECK(version.exit_code == 0);
-    CHECK_THAT(version.out, Contains("plugin ABI 1.9"));
+    CHECK_THAT(version.out, Contains("plugin ABI 1.10"));
 }
 
 TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
@@ -261,7 +261,7 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
     SECTION("ABI mismatch names both versions") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
         CHECK(run.exit_code == 2);
-        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.9"));
+        CHECK_THAT(run.err, Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.10"));
     }
     SECTION("create() refused carries the plugin's own message") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});

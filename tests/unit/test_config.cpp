@@ -106,6 +106,14 @@ TEST_CASE("each kind of config mistake is named with its place and what is expec
         {"min_steps = -1\n" + model, "r.toml:1:13: run config min_steps: -1 is out of range [0, 9223372036854775807]"},
         {"num_sanity_val_steps = -2\n" + model,
          "r.toml:1:24: run config num_sanity_val_steps: -2 is out of range [-1, 9223372036854775807]"},
+        {"fast_dev_run = -1\n" + model, "r.toml:1:16: run config fast_dev_run: -1 is out of range [0, 9223372036854775807]"},
+        {"fast_dev_run = \"yes\"\n" + model,
+         "r.toml:1:16: run config fast_dev_run: expected true, false or an integer, found a string"},
+        {"fast_dev_run = 1.0\n" + model,
+         "r.toml:1:16: run config fast_dev_run: expected true, false or an integer, found a float"},
+        {"mode = \"predict\"\nfast_dev_run = true\n" + model,
+         "r.toml:2:16: run config fast_dev_run: checks a training fit; this config predicts ([predict] passes limits "
+         "its batches)"},
         {"check_val_every_n_epoch = 0\n" + model,
          "r.toml:1:27: run config check_val_every_n_epoch: 0 is out of range [1, 1000000]"},
         {"check_val_every_n_epoch = 1000001\n" + model,
@@ -202,6 +210,36 @@ TEST_CASE("max_steps without epochs leaves the epochs unlimited, as Lightning's 
     config.max_steps = 0;
     settle_epochs(config);
     CHECK(config.epochs == 1);
+}
+
+TEST_CASE("fast_dev_run is a boolean or a count, and stands for one epoch of that many batches", "[config]") {
+    const std::string model = "[model]\nlayers = [ { type = \"dense\", units = 10 } ]\n";
+    CHECK(parse_run_config(model, "r.toml").fast_dev_run == 0);
+    CHECK(parse_run_config("fast_dev_run = true\n" + model, "r.toml").fast_dev_run == 1);
+    CHECK(parse_run_config("fast_dev_run = false\n" + model, "r.toml").fast_dev_run == 0);
+    CHECK(parse_run_config("fast_dev_run = 0\n" + model, "r.toml").fast_dev_run == 0);
+    auto config = parse_run_config("fast_dev_run = 3\nepochs = 7\nmax_steps = 2\nmin_epochs = 4\nmin_steps = 9\n"
+                                   "check_val_every_n_epoch = 2\nnum_sanity_val_steps = -1\n"
+                                   "[data]\nlimit_train_batches = 0\nlimit_val_batches = 100\n" + model,
+                                   "r.toml");
+    CHECK(trainhost::config::apply_fast_dev_run(config) ==
+          "fast_dev_run = 3: one epoch of at most 3 batches each of training, validation and test; plugins that "
+          "honour it (checkpoint, early_stopping, metrics_logger) save, stop and log nothing");
+    CHECK(config.epochs == 1);
+    CHECK(config.epochs_given);
+    CHECK(config.max_steps == 0);
+    CHECK(config.min_epochs == 0);
+    CHECK(config.min_steps == 0);
+    CHECK(config.check_val_every_n_epoch == 1);
+    CHECK(config.num_sanity_val_steps == 0);
+    CHECK(config.data.limit_train_batches == 3);
+    CHECK(config.data.limit_val_batches == 3);
+    CHECK(config.data.limit_test_batches == 3);
+    // Off, it changes nothing and says nothing.
+    config = parse_run_config("epochs = 7\n" + model, "r.toml");
+    CHECK(trainhost::config::apply_fast_dev_run(config).empty());
+    CHECK(config.epochs == 7);
+    CHECK(config.data.limit_train_batches == -1);
 }
 
 TEST_CASE("printable escapes control characters and bytes that are no UTF-8, and cuts long text", "[config][errors]") {

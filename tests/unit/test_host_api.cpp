@@ -344,7 +344,9 @@ constexpr std::uint32_t kTrainStateBefore18 = offsetof(th_train_state, check_val
 static_assert(kTrainStateBefore18 == 128);
 constexpr std::uint32_t kTrainStateBefore19 = offsetof(th_train_state, sanity_checking);
 static_assert(kTrainStateBefore19 == 136);
-static_assert(sizeof(th_train_state) == 144);
+constexpr std::uint32_t kTrainStateBefore110 = offsetof(th_train_state, fast_dev_run);
+static_assert(kTrainStateBefore110 == 144);
+static_assert(sizeof(th_train_state) == 152);
 
 // What an older host does: it copies the state it knows (`known` bytes of it), and says how much.
 template <std::uint32_t known>
@@ -355,6 +357,7 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
     state.max_steps = 5000;                  // past what a 1.6 host knows: never copied by one
     state.check_val_every_n_epoch = 0x5eed;  // past what a 1.7 host knows
     state.sanity_checking = 1;               // past what a 1.8 host knows
+    state.fast_dev_run = 3;                  // past what a 1.9 host knows
     std::memcpy(out, &state, known);
     out->struct_size = known;
     return TH_OK;
@@ -414,6 +417,28 @@ TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", 
         CHECK(state.accumulate_grad_batches == 2);
         CHECK(state.max_steps == 0);
         CHECK(sdk::position_text(state) == "epoch 1/3");
+    }
+}
+
+TEST_CASE("train_state gives ABI 1.10's fast_dev_run only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built for 1.9 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore110;
+        old.fast_dev_run = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore110);
+        CHECK(old.fast_dev_run == 0x5eed);
+        CHECK(old.check_val_every_n_epoch == 1);
+    }
+    SECTION("the SDK on a 1.9 host: 0, off") {
+        api.abi_minor = 9;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore110>;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore110);
+        CHECK(state.sanity_checking == 1);
+        CHECK(state.fast_dev_run == 0);
     }
 }
 

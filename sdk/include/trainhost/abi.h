@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 9
+#define TH_ABI_MINOR 10
 
 /* The most epochs a run may have; th_train_state.max_epochs holds it where the run
  * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
@@ -186,6 +186,14 @@ typedef struct th_train_state {
      * on_exception and teardown where the sanity check itself failed. 64 bits, so
      * that no later field can fall into this one's padding. */
     uint64_t sanity_checking;
+    /* ABI 1.10: the batches of a fast_dev_run (Lightning's), or 0: a quick check
+     * of the fit, one epoch of at most this many training, validation and test
+     * batches. As Lightning's checkpoint, early stopping and loggers do, a plugin
+     * that writes files for later, or stops the fit, does neither while it is set:
+     * the run checks the plugins' hooks and the ledger, not the model. Read it only
+     * when the struct_size train_state returned covers it: an older host does not
+     * write it (the SDK's state() zero-fills: off). */
+    uint64_t fast_dev_run;
 } th_train_state;
 
 typedef struct th_param_info {
