@@ -241,6 +241,10 @@ std::shared_ptr<PluginLibrary> PluginLibrary::load(const fs::path& file) {
         entry = entry_function();
     } catch (const std::exception& e) {
         throw PluginLoadError(fmt::format("{}: cannot read the plugin entry: {}", file.string(), e.what()));
+    } catch (...) {  // the C ABI's entry must not throw; a plugin's mistake is not the host's end
+        throw PluginLoadError(fmt::format("{}: cannot read the plugin entry: its entry function threw something that "
+                                          "is not a std::exception (an entry must not throw)",
+                                          file.string()));
     }
     check_entry(file, entry);
     return std::shared_ptr<PluginLibrary>(new PluginLibrary(file, std::move(library), entry));

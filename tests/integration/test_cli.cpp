@@ -311,6 +311,9 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
                              "of another type: 1.5"},
         {"invalid_default", "plugin 'test_bare_invalid_default' declares option 'name' with an invalid default: unquoted"},
         {"unnamed_option", "plugin 'test_bare_unnamed_option' declares option 0 without a name or with an unknown type"},
+        {"entry_throws", "cannot read the plugin entry: no entry today"},
+        {"entry_throws_unknown", "cannot read the plugin entry: its entry function threw something that is not a "
+                                 "std::exception (an entry must not throw)"},
         // Built with hidden visibility, the entry is in its section but not exported.
         {"hidden_entry", "not a trainhost plugin: no 'trainhost_plugin_entry' symbol in section 'thplugin'"},
     };

@@ -1,6 +1,7 @@
 // A plugin on the bare C ABI, broken in one way chosen by BARE_ABI_FAULT at build
 // time. Entry faults (no_entry, short_entry, bad_name, no_create, no_option_table,
-// short_hook_table) and option schema faults (option_twice, host_key_option,
+// short_hook_table; entry_throws and entry_throws_unknown, an entry function that
+// throws across the C ABI) and option schema faults (option_twice, host_key_option,
 // mistyped_default, invalid_default): the loader must refuse each with a message
 // naming the fault, before creating anything, and never read past what the entry holds.
 // required_option is no fault: an option without a default, which a config must set. Hook faults
@@ -106,7 +107,11 @@ th_status load_state(void*, th_host*, const void*, uint64_t, th_hook_result*) {
     return fault_is("silent_load_state") ? TH_ERROR : TH_OK;
 }
 
-const th_plugin_entry* entry() noexcept {
+// Not noexcept: entry_throws and entry_throws_unknown throw across the C ABI, as a
+// careless plugin's entry would.
+const th_plugin_entry* entry() {
+    if (fault_is("entry_throws")) throw std::runtime_error("no entry today");
+    if (fault_is("entry_throws_unknown")) throw 42;
     static const th_plugin_vtable vtable = [] {
         th_plugin_vtable value{};
         value.struct_size = fault_is("short_hook_table") ? 8 : sizeof value;
