@@ -572,3 +572,42 @@ TEST_CASE("position_text shows the limits a fit has", "[sdk]") {
     state.max_epochs = TH_MAX_EPOCHS;
     CHECK(sdk::position_text(state) == "epoch 3 step 1200/5000");
 }
+
+TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null unique_ptr would", "[sdk]") {
+    ProbeHost host;
+    const th_host_api api = plugin::host_api();
+    const sdk::HostLink link(&api, &host.raw);
+    std::vector<float> values = {1.5f, -2.25f, 3.0f, 0.125f};
+    const auto refused = [](const std::function<void()>& use, const std::string& what) {
+        try {
+            use();
+            FAIL(what << " was not refused");
+        } catch (const sdk::Error& e) {
+            CHECK(e.status() == TH_INVALID_HANDLE);
+            CHECK(std::string(e.what()) ==
+                  what + ": this object holds no lease (never taken, moved from, reset or detached)");
+        }
+    };
+    sdk::DeviceBuffer never_taken;
+    refused([&] { never_taken.upload(values); }, "copy_from_host");
+    refused([&] { never_taken.download(values); }, "copy_to_host");
+    refused([&] { never_taken.attach_to_param(0); }, "attach_to_param");
+    refused([&] { never_taken.promote(TH_SCOPE_PLUGIN); }, "promote");
+    refused([&] { sdk::Stream().synchronize(); }, "stream_synchronize");
+    refused([&] { (void)sdk::Event().complete(); }, "event_query");
+
+    const std::uint64_t bytes = values.size() * sizeof(float);
+    sdk::DeviceBuffer first(link, host.services.ledger().acquire(host.raw.owner, TH_RESOURCE_DEVICE_MEMORY, bytes,
+                                                                 TH_SCOPE_FIT, "moved"),
+                            TH_RESOURCE_DEVICE_MEMORY, bytes);
+    first.upload(values);
+    sdk::DeviceBuffer second = std::move(first);
+    // The moved-from object still knows the handle, which is now `second`'s lease.
+    refused([&] { first.upload(std::vector<float>(4, 9.0f)); }, "copy_from_host");
+    std::vector<float> back(4, 0.0f);
+    second.download(back);
+    CHECK(back == values);
+    second.reset();
+    refused([&] { second.download(back); }, "copy_to_host");
+    CHECK(host.services.ledger().misuses().empty());
+}

@@ -121,7 +121,9 @@ public:
         return handle_;
     }
     // Extends the lease's life to a wider scope.
-    void promote(th_scope scope) { link_.check(link_.api().promote(link_.host(), handle_, scope), "promote"); }
+    void promote(th_scope scope) {
+        held_link("promote").check(link_.api().promote(link_.host(), handle_, scope), "promote");
+    }
 
     [[nodiscard]] explicit operator bool() const noexcept { return held_; }
     [[nodiscard]] th_handle handle() const noexcept { return handle_; }
@@ -129,7 +131,17 @@ public:
     [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
 
 protected:
-    [[nodiscard]] const HostLink& link() const noexcept { return link_; }
+    // The link of a lease this object holds. One it does not hold (never taken, moved
+    // from, reset or detached) has no link, or the handle of a lease that is now
+    // another object's or given back: using it is refused here, as a unique_ptr's
+    // would be null.
+    [[nodiscard]] const HostLink& held_link(const char* what) const {
+        if (!held_)
+            throw Error(TH_INVALID_HANDLE, std::string(what) +
+                                               ": this object holds no lease (never taken, moved from, reset or "
+                                               "detached)");
+        return link_;
+    }
 
 private:
     HostLink link_{nullptr, nullptr};
@@ -144,18 +156,19 @@ class DeviceBuffer : public Lease {
 public:
     using Lease::Lease;
     void upload(std::span<const float> values, std::uint64_t offset_bytes = 0) {
-        link().check(link().api().copy_from_host(link().host(), handle(), offset_bytes, values.data(),
-                                                 values.size_bytes()),
-                     "copy_from_host");
+        const HostLink& link = held_link("copy_from_host");
+        link.check(link.api().copy_from_host(link.host(), handle(), offset_bytes, values.data(), values.size_bytes()),
+                   "copy_from_host");
     }
     void download(std::span<float> values, std::uint64_t offset_bytes = 0) const {
-        link().check(link().api().copy_to_host(link().host(), handle(), offset_bytes, values.data(),
-                                               values.size_bytes()),
-                     "copy_to_host");
+        const HostLink& link = held_link("copy_to_host");
+        link.check(link.api().copy_to_host(link.host(), handle(), offset_bytes, values.data(), values.size_bytes()),
+                   "copy_to_host");
     }
     // Makes this buffer state of a parameter: it then moves with the model.
     void attach_to_param(std::uint32_t param_index) {
-        link().check(link().api().attach_to_param(link().host(), handle(), param_index), "attach_to_param");
+        const HostLink& link = held_link("attach_to_param");
+        link.check(link.api().attach_to_param(link.host(), handle(), param_index), "attach_to_param");
     }
 };
 
@@ -163,7 +176,10 @@ public:
 class Stream : public Lease {
 public:
     using Lease::Lease;
-    void synchronize() { link().check(link().api().stream_synchronize(link().host(), handle()), "stream_synchronize"); }
+    void synchronize() {
+        const HostLink& link = held_link("stream_synchronize");
+        link.check(link.api().stream_synchronize(link.host(), handle()), "stream_synchronize");
+    }
 };
 
 // Marks a point in a stream's work; complete once everything before it ran.
@@ -171,11 +187,13 @@ class Event : public Lease {
 public:
     using Lease::Lease;
     void record(const Stream& stream) {
-        link().check(link().api().event_record(link().host(), handle(), stream.handle()), "event_record");
+        const HostLink& link = held_link("event_record");
+        link.check(link.api().event_record(link.host(), handle(), stream.handle()), "event_record");
     }
     [[nodiscard]] bool complete() const {
+        const HostLink& link = held_link("event_query");
         int done = 0;
-        link().check(link().api().event_query(link().host(), handle(), &done), "event_query");
+        link.check(link.api().event_query(link.host(), handle(), &done), "event_query");
         return done != 0;
     }
 };
