@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <map>
+#include <set>
 
 namespace trainhost::lifecycle {
 
@@ -27,8 +28,12 @@ void finish_verdict(SessionResult& result) {
                                      fits, fits == 1 ? "" : "s", fmt::join(peaks, ", "));
         return;
     }
+    // A growth lease still held at teardown is found again there, and listed twice;
+    // it is one lease leaked, and its bytes count once.
     std::map<std::string, std::uint64_t> leaked_by_owner;
-    for (const resources::Leak& leak : result.leaks) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
+    std::set<std::uint64_t> leaked_leases;
+    for (const resources::Leak& leak : result.leaks)
+        if (leaked_leases.insert(leak.lease.id).second) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
     std::vector<std::string> culprits;
     for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, resources::human_bytes(bytes)));
     // In order of first occurrence, each kind once per plugin with its count.
@@ -41,8 +46,9 @@ void finish_verdict(SessionResult& result) {
     }
     for (const auto& [what, count] : misused)
         culprits.push_back(count == 1 ? what : fmt::format("{} x{}", what, count));
-    result.verdict = fmt::format("resources: VIOLATION - {} leak{}, {} misuse{} (policy {}): {}", result.leaks.size(),
-                                 result.leaks.size() == 1 ? "" : "s", result.misuses.size(),
+    const std::size_t leaks = leaked_leases.size();
+    result.verdict = fmt::format("resources: VIOLATION - {} leak{}, {} misuse{} (policy {}): {}", leaks,
+                                 leaks == 1 ? "" : "s", result.misuses.size(),
                                  result.misuses.size() == 1 ? "" : "s", resources::policy_name(result.policy),
                                  fmt::join(culprits, "; "));
 }

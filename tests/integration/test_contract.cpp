@@ -74,6 +74,19 @@ TEST_CASE("under warn a pool that grows every step prints three leak lines and c
     CHECK(report_of(dir)["violations"].size() == 7);  // every one of them in the report
 }
 
+TEST_CASE("a grown lease still held at teardown is found again there, and counts once in the verdict",
+          "[contract][failures]") {
+    TempDir dir;
+    // 2 steps: the second step's buffer is growth; both are still held at teardown.
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_growing_pool]\nbytes = 4096\ncollect = false\n"));
+    auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_growing_pool")}));
+    CHECK(run.exit_code == 3);
+    CHECK_THAT(run.err, Contains("detected_at=batch_end rule=growth"));
+    CHECK(report_of(dir)["violations"].size() == 3);  // the grown lease twice, each finding listed
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 2 leaks, 0 misuses (policy fail): "
+                                           "test_growing_pool leaked 8.0 KiB"));
+}
+
 TEST_CASE("moves back and forth carry the optimizer's state: training stays identical and memory flat",
           "[contract][moves]") {
     // SGD with momentum, so that both optimizers have state to carry; and Adam

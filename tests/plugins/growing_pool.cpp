@@ -36,13 +36,15 @@ public:
         {"epoch_end_after_validation", TH_OPTION_BOOL, "false",
          "in epoch_end, allocate only where a validation ran in the epoch (a monitor's lazy state)"},
         {"pattern", TH_OPTION_STRING, "\"pool\"", "pool, replace, spares or promote (see the file's comment)"},
+        {"collect", TH_OPTION_BOOL, "true",
+         "free the pool at teardown; false: only at destroy, so that teardown finds the grown leases again"},
     };
     GrowingPool(Context&, const trainhost::sdk::Options& options)
         : bytes_(static_cast<std::uint64_t>(options.get_int("bytes"))), per_epoch_(options.get_bool("per_epoch")),
           once_(options.get_bool("once")), start_step_(static_cast<std::uint64_t>(options.get_int("start_step"))),
           hooks_(hooks_in(options.get_string("hook"))),
           epoch_end_after_validation_(options.get_bool("epoch_end_after_validation")),
-          pattern_(options.get_string("pattern")) {}
+          pattern_(options.get_string("pattern")), collect_(options.get_bool("collect")) {}
 
     void on_batch_start(Context& ctx) override {
         if (hooks_.contains("batch_start")) grow(ctx, "batch_start");
@@ -62,7 +64,9 @@ public:
         if (per_epoch_) pool_.clear();
         spares_.clear();
     }
-    void on_teardown(Context&) override { pool_.clear(); }  // the "garbage collector"
+    void on_teardown(Context&) override {
+        if (collect_) pool_.clear();  // the "garbage collector"
+    }
 
 private:
     static std::set<std::string> hooks_in(const std::string& list) {
@@ -104,6 +108,7 @@ private:
     bool epoch_end_after_validation_;
     bool validated_ = false;  // in this epoch
     std::string pattern_;
+    bool collect_;
     std::vector<trainhost::sdk::DeviceBuffer> pool_;
     std::vector<trainhost::sdk::DeviceBuffer> spares_;  // with pattern = spares: this epoch's
 };
