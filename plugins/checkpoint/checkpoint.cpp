@@ -264,6 +264,24 @@ public:
                 .warn("the saved state keeps " + std::to_string(elsewhere.size()) +
                       " checkpoint file(s) outside dirpath '" + dirpath_ + "' (" + elsewhere.front() +
                       (elsewhere.size() > 1 ? ", ..." : "") + "); they are left alone, neither ranked nor deleted");
+        // A save_top_k lowered since the save: the best k stay ranked, and the others are
+        // left alone, as another ranking's files are (Lightning's would stay ranked, and
+        // each save push out one, so the directory never came down to k files).
+        if (top_k_ >= 0 && kept_.size() > static_cast<std::size_t>(top_k_)) {
+            const std::size_t saved_count = kept_.size();
+            std::vector<std::string> unranked;
+            while (kept_.size() > static_cast<std::size_t>(top_k_)) {
+                const std::string path = worst().path;
+                unranked.push_back(path);
+                std::erase_if(kept_, [&](const Kept& k) { return k.path == path; });
+            }
+            std::string names;
+            for (const std::string& path : unranked) names += (names.empty() ? "" : ", ") + path;
+            Context(link_, nullptr)
+                .warn("save_top_k = " + std::to_string(top_k_) + " ranks fewer files than the saved state's " +
+                      std::to_string(saved_count) + ": the " + std::to_string(unranked.size()) + " worst (" + names +
+                      ") are left alone, neither ranked nor deleted");
+        }
     }
 
 private:

@@ -233,6 +233,29 @@ TEST_CASE("a resume that ranks by another monitor or mode starts the rankings af
     }
 }
 
+TEST_CASE("a resume with a lower save_top_k ranks the best k of the saved files and leaves the others alone",
+          "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = [&](const std::string& top_k) {
+        return dir.write("run" + top_k + ".toml", tiny_config(3, checkpoint_table(ckpt, "save_top_k = " + top_k + "\n")));
+    };
+    REQUIRE(run_trainhost({"--config", config("3").string(), "--plugins=checkpoint"}).exit_code == 0);
+    REQUIRE(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "epoch=1-step=4.safetensors",
+                                                      "epoch=2-step=6.safetensors", "last.safetensors"});
+    // Without a monitor the most recent rank best: epoch 3's file stays ranked, and
+    // epoch 4's pushes it out.
+    auto resumed = run_trainhost({"--config", config("1").string(), "--resume", "last", "--epochs", "4",
+                                  "--plugins=checkpoint"});
+    CHECK(resumed.exit_code == 0);
+    CHECK_THAT(resumed.err, Contains("warning: [checkpoint] save_top_k = 1 ranks fewer files than the saved state's 3: "
+                                     "the 2 worst (" + (ckpt / "epoch=0-step=2.safetensors").string() + ", " +
+                                     (ckpt / "epoch=1-step=4.safetensors").string() +
+                                     ") are left alone, neither ranked nor deleted\n"));
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=0-step=2.safetensors", "epoch=1-step=4.safetensors",
+                                                    "epoch=3-step=8.safetensors", "last.safetensors"});
+}
+
 TEST_CASE("every_n_epochs and every_n_train_steps exclude each other, as in Lightning", "[checkpoint][options]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(dir.path() / "ckpt", "every_n_epochs = 2\n"
