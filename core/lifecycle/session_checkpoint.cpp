@@ -244,6 +244,8 @@ void Session::save_checkpoint(resources::OwnerId owner, std::string_view path, b
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
     data.metadata["data.train_crc32"] = std::to_string(samples_crc().train);
     data.metadata["data.validation_crc32"] = std::to_string(samples_crc().validation);
+    data.metadata["data.batch_size"] = std::to_string(options_.config.data.batch_size);
+    data.metadata["data.shuffle"] = options_.config.data.shuffle ? "1" : "0";
     data.metadata["trainer.optimizer"] = optimizer_kind(options_.config.optimizer);
     data.metadata["trainer.lr"] = fmt::format("{:a}", fit_->optimizer->learning_rate());
     data.metadata["trainer.configured_lr"] = fmt::format("{:a}", options_.config.optimizer.lr);
@@ -467,6 +469,30 @@ void Session::restore_accumulated_gradients(const checkpoint::CheckpointData& da
 
 // After setup, before to_device: the model, its optimizer and the plugins take the
 // checkpoint's state, and the loop starts where the checkpoint left off.
+// A save within an epoch goes on after the batches it had trained: in another
+// order (shuffle), or cut into other batches (batch_size), those are other samples,
+// and the rest of the epoch would train some twice and others never. Files from
+// before these keys are taken as they are.
+void Session::refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file) const {
+    const config::DataSpec& now = options_.config.data;
+    const auto refuse = [&](const std::string& saved, const std::string& resumed) {
+        throw ConfigError(fmt::format("{}: saved within epoch {} with [data] {}; this run's {}: the epoch's remaining "
+                                      "samples would not be those the saved run had left (resume with the saved value, "
+                                      "or from a save at an epoch's end)",
+                                      file, start_epoch_ + 1, saved, resumed));
+    };
+    if (data.meta("data.batch_size") != nullptr) {
+        const std::uint64_t saved = meta_number(data, "data.batch_size", file);
+        if (saved != now.batch_size)
+            refuse(fmt::format("batch_size = {}", saved), fmt::format("is {}", now.batch_size));
+    }
+    if (data.meta("data.shuffle") != nullptr) {
+        const bool saved = meta_flag(data, "data.shuffle", file);
+        if (saved != now.shuffle)
+            refuse(fmt::format("shuffle = {}", saved), fmt::format("is {}", now.shuffle));
+    }
+}
+
 void Session::restore_checkpoint() {
     if (!resume_) return;
     const checkpoint::CheckpointData data = std::move(*resume_);
@@ -539,6 +565,7 @@ void Session::restore_checkpoint() {
         data, "trainer.epoch", file, config::kMaxEpochs - 1, fmt::format("a run has at most {} epochs", config::kMaxEpochs)));
     const bool complete = meta_flag(data, "trainer.epoch_complete", file);
     start_epoch_ = complete ? epoch + 1 : epoch;
+    if (!complete) refuse_other_epoch_order(data, file);
     const std::size_t epoch_batches = training_batches();
     start_batch_ = complete ? 0
                             : meta_number_at_most(data, "trainer.batches_done", file, epoch_batches,

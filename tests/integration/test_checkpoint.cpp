@@ -137,6 +137,30 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
     }
 }
 
+TEST_CASE("a resume within an epoch in another batch_size or shuffle is refused, as it would train other samples",
+          "[checkpoint]") {
+    TempDir dir;
+    const fs::path saved = dir.path() / "c";
+    // 30 training samples in batches of 16: the save after step 1 is within epoch 1.
+    const std::string text = tiny_config(2, checkpoint_table(saved, "every_n_train_steps = 1\n"));
+    REQUIRE(run_trainhost({"--config", dir.write("first.toml", text).string(), "--max-steps", "1"}).exit_code == 0);
+    const std::string last = (saved / "last.safetensors").string();
+    const auto resumed_with = [&](const std::string& from, const std::string& to) {
+        std::string changed = text;
+        changed.replace(changed.find(from), from.size(), to);
+        return run_trainhost({"--config", dir.write("resumed.toml", changed).string(), "--resume", last});
+    };
+    auto run = resumed_with("batch_size = 16", "batch_size = 8");
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: " + last + ": saved within epoch 1 with [data] batch_size = 16; this run's is 8: the "
+                     "epoch's remaining samples would not be those the saved run had left (resume with the saved "
+                     "value, or from a save at an epoch's end)\n");
+    run = resumed_with("batch_size = 16", "batch_size = 16\nshuffle = false");
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("saved within epoch 1 with [data] shuffle = true; this run's is false: "));
+    CHECK(resumed_with("batch_size = 16", "batch_size = 16").exit_code == 0);
+}
+
 TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear message", "[checkpoint]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
