@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <thread>
 #include <vector>
 
 namespace trainhost::plugin {
@@ -50,9 +51,23 @@ th_status fail(th_host* host, th_status status, std::string message) {
 }
 
 // Runs `body` if the phase allows `what`; records the refusal as a misuse otherwise.
+// A call from a thread other than the instance's: counted, and nothing else touched.
+bool refused_off_thread(th_host* host, const char* what) noexcept {
+    if (std::this_thread::get_id() == host->thread) return false;
+    const char* none = nullptr;
+    host->first_foreign_call.compare_exchange_strong(none, what);
+    host->foreign_thread_calls.fetch_add(1);
+    return true;
+}
+
+constexpr const char* kOffThread =
+    "the host API serves only the thread that runs the plugin's hooks; a call from another thread is refused, and "
+    "reported as a wrong_thread misuse";
+
 template <typename Body>
 th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& body) noexcept {
     if (host == nullptr) return TH_INVALID_ARGUMENT;
+    if (refused_off_thread(host, what)) return TH_OUT_OF_PHASE;
     if (host->services == nullptr)
         return fail(host, TH_OUT_OF_PHASE,
                     fmt::format("{} after the plugin instance ended: a handle or Context kept past it (in a global, "
@@ -96,10 +111,13 @@ th_status check_declared_write(th_host* host, const char* what, std::string_view
     return fail(host, TH_UNDECLARED, std::move(detail));
 }
 
-const char* last_error(th_host* host) { return host ? host->last_error.c_str() : "no host"; }
+const char* last_error(th_host* host) {
+    if (host == nullptr) return "no host";
+    return std::this_thread::get_id() == host->thread ? host->last_error.c_str() : kOffThread;
+}
 
 void log(th_host* host, th_log_level level, const char* message) {
-    if (host == nullptr || host->services == nullptr || message == nullptr) return;
+    if (host == nullptr || refused_off_thread(host, "log") || host->services == nullptr || message == nullptr) return;
     try {
         host->services->log(host->owner, level, message);
     } catch (...) {

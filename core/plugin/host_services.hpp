@@ -5,10 +5,12 @@
 #include "resources/ledger.hpp"
 #include "trainhost/abi.h"
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace trainhost::plugin {
@@ -70,6 +72,14 @@ struct th_host {
     trainhost::plugin::HostServices* services = nullptr;
     trainhost::resources::OwnerId owner = trainhost::resources::kCoreOwner;
     std::string last_error;
+    // The thread the instance is made on, which runs all its hooks: the one the host
+    // API serves. A trainer's loop is one thread, and the ledger, the metrics and
+    // last_error are not synchronised; a call from any other thread is refused
+    // without touching them, and counted here for the core to report as a misuse
+    // at the instance's next boundary (report_foreign_thread_calls).
+    std::thread::id thread = std::this_thread::get_id();
+    std::atomic<std::uint64_t> foreign_thread_calls{0};
+    std::atomic<const char*> first_foreign_call{nullptr};  // the name of the first such call
     // What the plugin declares it writes, checked by every call that changes
     // something; none for the core and for plugins built before ABI 1.2.
     std::optional<std::vector<std::string>> declared_writes;

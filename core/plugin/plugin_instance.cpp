@@ -119,6 +119,7 @@ void PluginInstance::create() {
     const th_status status = known_status(call_plugin(
         [&] { return entry().create(&host_api(), &host_, options_.data(), options_.size(), &instance, &result); },
         thrown));
+    report_foreign_thread_calls();
     if (status != TH_OK || instance == nullptr) {
         // A refusal that still made an instance is destroyed, as every created one is;
         // not one whose create threw, which may be half made.
@@ -140,6 +141,7 @@ HookOutcome PluginInstance::call(th_hook hook) noexcept {
     HookOutcome outcome;
     std::string thrown;
     const int status = call_plugin([&] { return function(instance_, &host_, &result); }, thrown);
+    report_foreign_thread_calls();
     outcome.status = known_status(status);
     outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty())
@@ -161,6 +163,7 @@ HookOutcome PluginInstance::save_state() noexcept {
     HookOutcome outcome;
     std::string thrown;
     outcome.status = known_status(call_plugin([&] { return entry().vtable->save_state(instance_, &host_, &result); }, thrown));
+    report_foreign_thread_calls();
     outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty()) outcome.message = "save_state failed without a message";
     return outcome;
@@ -172,6 +175,7 @@ HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) no
     std::string thrown;
     outcome.status = known_status(
         call_plugin([&] { return entry().vtable->load_state(instance_, &host_, bytes, size, &result); }, thrown));
+    report_foreign_thread_calls();
     outcome.message = thrown.empty() ? message_of(result) : thrown;
     if (outcome.failed() && outcome.message.empty()) outcome.message = "load_state failed without a message";
     return outcome;
@@ -186,6 +190,21 @@ void PluginInstance::destroy() noexcept {
     entry().destroy(instance);
     std::set_terminate(previous);
     g_destroying = {};
+    report_foreign_thread_calls();
+}
+
+void PluginInstance::report_foreign_thread_calls() noexcept {
+    const std::uint64_t calls = host_.foreign_thread_calls.exchange(0);
+    if (calls == 0 || host_.services == nullptr) return;
+    const char* first = host_.first_foreign_call.exchange(nullptr);
+    try {
+        host_.services->ledger().record_misuse(
+            host_.owner, resources::MisuseKind::wrong_thread, 0,
+            fmt::format("{} host call{} from a thread other than the one that runs its hooks (the first: {}), refused: "
+                        "the host API serves that thread alone",
+                        calls, calls == 1 ? "" : "s", first != nullptr ? first : "?"));
+    } catch (...) {  // out of memory for the record: the calls were refused all the same
+    }
 }
 
 }  // namespace trainhost::plugin

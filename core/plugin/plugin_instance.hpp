@@ -44,6 +44,10 @@ public:
     [[nodiscard]] const PluginLibrary& library() const noexcept { return *library_; }
 
 private:
+    // Host calls the plugin made from its other threads since the last boundary,
+    // refused as they came, recorded as one misuse here, on the hooks' thread.
+    void report_foreign_thread_calls() noexcept;
+
     std::shared_ptr<PluginLibrary> library_;
     OptionValues options_;
     th_host& host_;  // outlives this instance: see new_host()

@@ -24,6 +24,7 @@ std::string_view misuse_name(MisuseKind kind) noexcept {
     case MisuseKind::use_after_free: return "use_after_free";
     case MisuseKind::size_mismatch: return "size_mismatch";
     case MisuseKind::undeclared_write: return "undeclared_write";
+    case MisuseKind::wrong_thread: return "wrong_thread";
     }
     return "unknown";
 }

@@ -39,6 +39,7 @@ enum class MisuseKind {
     out_of_range,
     out_of_phase,
     undeclared_write,
+    wrong_thread,
 };
 
 [[nodiscard]] std::string_view misuse_name(MisuseKind kind) noexcept;

@@ -87,6 +87,33 @@ TEST_CASE("a grown lease still held at teardown is found again there, and counts
                                            "test_growing_pool leaked 8.0 KiB"));
 }
 
+TEST_CASE("host calls from a plugin's own thread are refused, touch nothing, and are a wrong_thread misuse",
+          "[contract][misuse]") {
+    TempDir dir;
+    SECTION("three calls from a thread joined inside setup: one misuse, at setup's end") {
+        auto config = dir.write("run.toml", tiny_config(1));
+        auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_thread_caller")}));
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, Contains("misuse: plugin=test_thread_caller kind=wrong_thread phase=setup id=0 detail=3 host "
+                                     "calls from a thread other than the one that runs its hooks (the first: acquire), "
+                                     "refused: the host API serves that thread alone\n"));
+        CHECK(run.out.find("from the worker") == std::string::npos);
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 0 leaks, 1 misuse (policy fail): "
+                                               "test_thread_caller wrong_thread"));
+    }
+    SECTION("a thread that acquires and releases while the hooks do: refused throughout, the ledger intact") {
+        auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_thread_caller]\nmode = \"concurrent\"\n"));
+        auto run = run_trainhost(with_report(dir, {"--config", config.string(), "--plugins=" + test_plugin("test_thread_caller")}));
+        INFO(run.err);
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, Contains("kind=wrong_thread"));
+        CHECK(run.err.find("kind=wrong_thread phase=") != std::string::npos);
+        CHECK(run.err.find("leak:") == std::string::npos);
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 0 leaks, "));
+        CHECK(report_of(dir)["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
+    }
+}
+
 TEST_CASE("moves back and forth carry the optimizer's state: training stays identical and memory flat",
           "[contract][moves]") {
     // SGD with momentum, so that both optimizers have state to carry; and Adam

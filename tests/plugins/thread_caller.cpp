@@ -1,0 +1,90 @@
+// Calls the host API from a thread of its own, as a plugin with a background worker
+// (a prefetcher, a watchdog) might. The host serves only the thread that runs the
+// hooks: every such call must be refused without touching the ledger, and reported
+// as a wrong_thread misuse at the plugin's next boundary, never corrupt the host.
+// joined: three calls from a thread started and joined inside setup. concurrent: a
+// thread that acquires and releases for the whole fit while the hooks do the same.
+#include <trainhost/sdk.hpp>
+
+#include <atomic>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using trainhost::sdk::Context;
+
+class ThreadCaller final : public trainhost::sdk::Callback {
+public:
+    static constexpr const char* name = "test_thread_caller";
+    static constexpr const char* version = "1";
+    static constexpr const char* description = "calls the host API from a thread other than the hooks'";
+    static constexpr th_option_spec options[] = {
+        {"mode", TH_OPTION_STRING, "\"joined\"", "joined or concurrent (see the file's comment)"},
+    };
+    ThreadCaller(Context&, const trainhost::sdk::Options& options) : mode_(options.get_string("mode")) {
+        if (mode_ != "joined" && mode_ != "concurrent")
+            throw trainhost::sdk::OptionError("mode must be joined or concurrent, not '" + mode_ + "'");
+    }
+    ~ThreadCaller() override { stop_worker(); }
+
+    void on_setup(Context& ctx) override {
+        const trainhost::sdk::HostLink link = ctx.link();
+        if (mode_ == "concurrent") {
+            worker_ = std::thread([this, link] {
+                while (!stopping_.load()) {
+                    th_handle handle{};
+                    if (link.api().acquire(link.host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "worker", &handle) ==
+                        TH_OK)
+                        served_.store(true);
+                    link.api().release(link.host(), handle, 64);
+                }
+            });
+            return;
+        }
+        th_status acquired = TH_OK;
+        std::string refusal;
+        std::thread worker([&] {
+            th_handle handle{};
+            acquired = link.api().acquire(link.host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "worker", &handle);
+            Context(link, nullptr).info("from the worker");
+            try {
+                double value = 0;
+                link.check(link.api().metric_get(link.host(), "train_loss", &value), "metric_get");
+            } catch (const trainhost::sdk::Error& e) {
+                refusal = e.what();
+            }
+        });
+        worker.join();
+        if (acquired != TH_OUT_OF_PHASE) throw std::runtime_error("a call from another thread was not refused");
+        if (refusal.find("serves only the thread that runs the plugin's hooks") == std::string::npos)
+            throw std::runtime_error("the refusal did not say why: " + refusal);
+    }
+
+    void on_batch_start(Context& ctx) override {
+        std::vector<trainhost::sdk::DeviceBuffer> buffers;
+        for (int i = 0; i < 100; ++i) buffers.push_back(ctx.allocate(128, TH_SCOPE_STEP, "main"));
+    }
+
+    void on_teardown(Context&) override {
+        stop_worker();
+        if (served_.load()) throw std::runtime_error("the worker's acquire was served");
+    }
+
+private:
+    void stop_worker() noexcept {
+        stopping_.store(true);
+        if (worker_.joinable()) worker_.join();
+    }
+
+    std::string mode_;
+    std::thread worker_;
+    std::atomic<bool> stopping_{false};
+    std::atomic<bool> served_{false};
+};
+
+}  // namespace
+
+TRAINHOST_PLUGIN(ThreadCaller)
