@@ -166,6 +166,14 @@ void Ledger::refuse_missing(OwnerId owner, th_handle handle, const char* operati
         throw ResourceError(TH_INVALID_HANDLE, detail);
     }
     const bool released = handle.id != 0 && handle.id < next_id_;
+    // Another owner's lease, gone: foreign, not the caller's double free or use after free.
+    if (const std::optional<OwnerId> previous = previous_owner(handle.id); previous && *previous != owner) {
+        std::string detail = fmt::format("{} of lease {}, which belonged to {} and was {}", operation, handle.id,
+                                         owners_.at(*previous),
+                                         reclaimed_.contains(handle.id) ? "reclaimed by the core" : "released");
+        record_misuse(owner, MisuseKind::foreign_handle, handle.id, detail);
+        throw ResourceError(TH_INVALID_HANDLE, detail);
+    }
     MisuseKind kind = reclaimed_.contains(handle.id) ? MisuseKind::use_after_reclaim
                       : released && std::string_view(operation) == "release" ? MisuseKind::double_free
                       : released ? MisuseKind::use_after_free
@@ -176,6 +184,17 @@ void Ledger::refuse_missing(OwnerId owner, th_handle handle, const char* operati
                                     : fmt::format("{} of lease {}, which does not exist", operation, handle.id);
     record_misuse(owner, kind, handle.id, detail);
     throw ResourceError(TH_INVALID_HANDLE, detail);
+}
+
+void Ledger::remember_released(std::uint64_t id, OwnerId owner) noexcept {
+    recently_released_[released_count_++ % recently_released_.size()] = {id, owner};
+}
+
+std::optional<OwnerId> Ledger::previous_owner(std::uint64_t id) const {
+    if (const auto reclaimed = reclaimed_.find(id); reclaimed != reclaimed_.end()) return reclaimed->second.owner;
+    for (const ReleasedLease& released : recently_released_)
+        if (released.id == id && id != 0) return released.owner;
+    return std::nullopt;
 }
 
 LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operation) {
@@ -207,6 +226,7 @@ void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
                 throw ResourceError(TH_INVALID_ARGUMENT, detail);
             }
             reclaimed_.erase(reclaimed);  // from now on an ordinary released lease
+            remember_released(handle.id, owner);
             return;
         }
     LeaseRecord& found = checked(owner, handle, "release");
@@ -221,6 +241,7 @@ void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
     count_out(found);
     live_.erase(found.slot);
     free_upstream(found);
+    remember_released(handle.id, owner);
 }
 
 void Ledger::promote(OwnerId owner, th_handle handle, th_scope scope) {
@@ -253,8 +274,12 @@ void* Ledger::address(OwnerId owner, th_handle handle, std::uint64_t offset, std
         throw ResourceError(TH_INVALID_ARGUMENT,
                             fmt::format("lease {} is of kind {}, not memory", handle.id, kind_name(lease.kind)));
     if (offset > lease.bytes_requested || bytes > lease.bytes_requested - offset) {
-        std::string detail = fmt::format("access of bytes [{}, {}) of lease {}, which holds {} bytes", offset,
-                                         offset + bytes, handle.id, lease.bytes_requested);
+        // A range whose end does not fit in 64 bits is named by its start and length, never as a wrapped end.
+        const std::string range = bytes > UINT64_MAX - offset
+                                      ? fmt::format("{} bytes at offset {}", bytes, offset)
+                                      : fmt::format("bytes [{}, {})", offset, offset + bytes);
+        std::string detail = fmt::format("access of {} of lease {}, which holds {} bytes", range, handle.id,
+                                         lease.bytes_requested);
         record_misuse(owner, MisuseKind::out_of_range, handle.id, detail);
         throw ResourceError(TH_INVALID_ARGUMENT, detail);
     }
@@ -283,16 +308,21 @@ void Ledger::relocate_attached(device::DeviceIndex target) {
             throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot move lease {} ({} bytes) of {}",
                                                               destination.name(), lease.id, lease.bytes_requested,
                                                               owners_[lease.owner]));
-        std::vector<std::byte> staging(lease.bytes_requested);
-        devices_[lease.device]->memory().copy_to_host(staging.data(), lease.address, staging.size());
-        destination.memory().copy_from_host(moved, staging.data(), staging.size());
+        try {
+            std::vector<std::byte> staging(lease.bytes_requested);
+            devices_[lease.device]->memory().copy_to_host(staging.data(), lease.address, staging.size());
+            destination.memory().copy_from_host(moved, staging.data(), staging.size());
+        } catch (...) {
+            // The lease stays whole where it was; the copy that did not get there is given back.
+            destination.memory().deallocate(moved, lease.bytes_requested, reserved);
+            throw;
+        }
         free_upstream(lease);
-        OwnerUsage& usage = usage_[lease.owner];
-        usage.bytes_reserved += reserved - lease.bytes_reserved;
-        if (lease.kind == TH_RESOURCE_DEVICE_MEMORY) usage.bytes_allocated += reserved - lease.bytes_reserved;
+        count_out(lease);
         lease.address = moved;
         lease.bytes_reserved = reserved;
         lease.device = target;
+        count_in(lease);
     });
 }
 

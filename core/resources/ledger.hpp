@@ -11,7 +11,9 @@
 #include "resources/lease_table.hpp"
 #include "resources/violation.hpp"
 
+#include <array>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -149,6 +151,16 @@ private:
         std::uint64_t bytes;
     };
     std::unordered_map<std::uint64_t, Reclaimed> reclaimed_;  // by lease id, until the owner releases it
+    // Who released the latest leases, so a handle to another owner's released lease is
+    // told apart from the caller's own double free. Bounded: an older one is only "released".
+    struct ReleasedLease {
+        std::uint64_t id = 0;
+        OwnerId owner = 0;
+    };
+    std::array<ReleasedLease, 1024> recently_released_{};
+    std::uint64_t released_count_ = 0;
+    void remember_released(std::uint64_t id, OwnerId owner) noexcept;
+    [[nodiscard]] std::optional<OwnerId> previous_owner(std::uint64_t id) const;
     std::uint64_t leases_per_scope_[TH_SCOPE_SESSION + 1] = {};
     std::vector<Misuse> misuses_;
     std::uint64_t next_id_ = 1;

@@ -3,6 +3,8 @@
 #include "resources/ledger.hpp"
 
 #include <catch2/catch.hpp>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 using namespace trainhost;
@@ -67,6 +69,16 @@ TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
         CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
         CHECK(memory.stats().in_use == 0);  // never negative, never freed twice
     }
+    SECTION("another owner's released lease is a foreign handle, not bob's double free") {
+        ledger.release(alice, handle, 128);
+        const std::string expected =
+            "release of lease " + std::to_string(handle.id) + ", which belonged to alice and was released";
+        CHECK_THROWS_WITH(ledger.release(bob, handle, 128), expected);
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::foreign_handle);
+        CHECK(ledger.misuses()[0].owner == "bob");
+        CHECK(memory.stats().in_use == 0);
+    }
     SECTION("unknown handle") {
         CHECK_THROWS_AS(ledger.release(alice, th_handle{999999, 1, 0}, 128), ResourceError);
         CHECK(ledger.misuses()[0].kind == MisuseKind::unknown_handle);
@@ -105,10 +117,14 @@ TEST_CASE("the owner's first release of a reclaimed lease is no misuse, a second
         REQUIRE(ledger.misuses().size() == 1);
         CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
     }
-    SECTION("by another owner") {
-        CHECK_THROWS_WITH(ledger.release(bob, handle, 128), Catch::Contains("which the core reclaimed"));
+    SECTION("by another owner: a foreign handle, and alice's own release still ends the leak") {
+        CHECK_THROWS_WITH(ledger.release(bob, handle, 128),
+                          "release of lease " + std::to_string(handle.id) +
+                              ", which belonged to alice and was reclaimed by the core");
         REQUIRE(ledger.misuses().size() == 1);
-        CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::foreign_handle);
+        ledger.release(alice, handle, 128);
+        CHECK(ledger.misuses().size() == 1);
     }
     SECTION("any other use is still a use after reclaim") {
         CHECK_THROWS_WITH((void)ledger.address(alice, handle, 0, 4), Catch::Contains("which the core reclaimed"));
@@ -265,6 +281,8 @@ TEST_CASE("ledger refuses bad arguments with what is wrong, taking and changing 
     CHECK_THROWS_WITH(ledger.release(owner, buffer, 64), "release of lease " + id + " as 64 bytes; it holds 100");
     CHECK_THROWS_WITH((void)ledger.address(owner, buffer, 90, 20),
                       "access of bytes [90, 110) of lease " + id + ", which holds 100 bytes");
+    CHECK_THROWS_WITH((void)ledger.address(owner, buffer, 8, UINT64_MAX - 3),
+                      "access of 18446744073709551612 bytes at offset 8 of lease " + id + ", which holds 100 bytes");
     CHECK(ledger.leases_of(owner).size() == 2);  // none of these changed a lease
     CHECK(ledger.leases_of(owner)[0].scope == TH_SCOPE_EPOCH);
     ledger.release(owner, buffer, 100);
@@ -375,4 +393,58 @@ TEST_CASE("a device fault during an allocation is not reported as out of memory 
     CHECK(ledger.usage(owner).bytes_in_use == 64);
     ledger.release(owner, handle, 64);
     CHECK(gpu.memory_.stats().in_use == 0);
+}
+
+namespace {
+
+// Memory whose uploads fail, as a device fault in the middle of a move would.
+class FailingUploads final : public device::MemoryResource {
+public:
+    explicit FailingUploads(device::MemoryResource& inner) : inner_(inner) {}
+    [[nodiscard]] const std::string& device_name() const noexcept override { return inner_.device_name(); }
+    [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) override {
+        return inner_.allocate(bytes, reserved);
+    }
+    [[nodiscard]] std::size_t rounded(std::size_t bytes) const noexcept override { return inner_.rounded(bytes); }
+    void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override {
+        inner_.deallocate(address, bytes, reserved);
+    }
+    void copy_to_host(void* host_dst, const void* device_src, std::size_t bytes) override {
+        inner_.copy_to_host(host_dst, device_src, bytes);
+    }
+    void copy_from_host(void*, const void*, std::size_t) override { throw std::runtime_error("upload failed"); }
+    [[nodiscard]] device::MemoryStats stats() const noexcept override { return inner_.stats(); }
+
+private:
+    device::MemoryResource& inner_;
+};
+
+class FailingUploadDevice final : public test_support::StandInDevice {
+public:
+    FailingUploadDevice() : StandInDevice("cuda:0") {}
+    [[nodiscard]] device::MemoryResource& memory() noexcept override { return failing_; }
+
+private:
+    FailingUploads failing_{StandInDevice::memory()};
+};
+
+}  // namespace
+
+TEST_CASE("a move that fails part way leaves the lease whole where it was and nothing on the target", "[ledger]") {
+    device::CpuDevice cpu(0);
+    FailingUploadDevice gpu;
+    Ledger ledger({&cpu, &gpu});
+    const auto owner = ledger.register_owner("pruning");
+    th_handle handle = ledger.acquire(owner, TH_RESOURCE_DEVICE_MEMORY, 256, TH_SCOPE_FIT, "mask");
+    ledger.attach(owner, handle, 7);
+    const std::uint64_t reserved = ledger.usage(owner).bytes_reserved;
+    CHECK_THROWS_WITH(ledger.relocate_attached(1), "upload failed");
+    CHECK(gpu.memory().stats().in_use == 0);
+    CHECK(gpu.memory().stats().allocations == 0);
+    CHECK(ledger.leases_on(0).size() == 1);
+    CHECK(ledger.usage(owner).bytes_reserved == reserved);
+    CHECK(cpu.memory().stats().in_use == 256);
+    ledger.release(owner, handle, 256);
+    CHECK(cpu.memory().stats().in_use == 0);
+    CHECK(ledger.misuses().empty());
 }
