@@ -35,6 +35,7 @@ struct Session::FitState {
     device::LossKind loss = device::LossKind::cross_entropy;
     bool stop_requested = false;
     std::string requested_stop;  // the first request's "<plugin>: <reason>"
+    bool stop_held = false;      // min_epochs or min_steps held it when asked for (a checkpoint keeps it)
     // What ended the fit early: max_steps, or a requested stop once it took effect.
     std::string stop_reason;
 };

@@ -597,7 +597,8 @@ void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
     if (options_.verbose) out_ << "stop requested by " << requested << '\n';
     fit_->requested_stop = requested;
     // As Lightning says it: the request stands, and ends the fit once the minimum is met.
-    if (options_.config.mode == "train" && !minimum_met())
+    fit_->stop_held = options_.config.mode == "train" && !minimum_met();
+    if (fit_->stop_held)
         out_ << fmt::format("{} asked to stop, but min_epochs = {} and min_steps = {} are not met yet ({} epoch{} and {} "
                             "step{} done); the stop takes effect once they are\n",
                             ledger_->owner_name(owner), options_.config.min_epochs, options_.config.min_steps,

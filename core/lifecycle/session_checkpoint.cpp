@@ -237,11 +237,18 @@ void Session::save_checkpoint(resources::OwnerId owner, std::string_view path, b
     // interrupt) names it exactly.
     data.metadata["weights_only"] = weights_only ? "1" : "0";
     data.metadata["trainer.epoch"] = std::to_string(state_.epoch);
+    // An epoch a plugin's stop cut short is not complete: as Lightning's, a resume trains
+    // its remaining batches (the stop itself is not kept, unless min_epochs held it).
     data.metadata["trainer.epoch_complete"] = epoch_trained_ ? "1" : "0";
     data.metadata["trainer.batches_done"] = std::to_string(epoch_batches_done_);
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    // A stop that min_epochs or min_steps held: the fit ends once they are met, the
+    // resumed one too (the plugin that asked may not ask again: early_stopping's
+    // patience may since have been reset by an improvement), also from the save where
+    // it took effect. Another stop is its plugin's to ask for again (a timer given more time may not).
+    if (fit_->stop_requested && fit_->stop_held) data.metadata["trainer.held_stop"] = fit_->requested_stop;
     data.metadata["data.train_crc32"] = std::to_string(samples_crc().train);
     data.metadata["data.validation_crc32"] = std::to_string(samples_crc().validation);
     data.metadata["data.batch_size"] = std::to_string(options_.config.data.batch_size);
@@ -573,7 +580,7 @@ void Session::restore_checkpoint() {
     restore_accumulated_gradients(data, file);
     // Until the loop moves on, a save (a plugin's at fit_start, say) names this same point.
     state_.epoch = epoch;
-    epoch_trained_ = complete;
+    epoch_trained_ = epoch_training_ended_ = complete;
     epoch_batches_done_ = start_batch_;
     state_.global_step = global_step;
     batches_started_ = fit_step;
@@ -607,6 +614,14 @@ void Session::restore_checkpoint() {
                                           file, printable(*data.meta("trainer.epoch_loss_sum"))));
         epoch_correct_ = meta_number_at_most(data, "trainer.epoch_correct", file, state_.samples_seen,
                                              fmt::format("more than trainer.epoch_samples, {}", state_.samples_seen));
+    }
+    if (const std::string* held = data.meta("trainer.held_stop"); held != nullptr && !fit.stop_requested) {
+        fit.stop_requested = fit.stop_held = true;
+        fit.requested_stop = printable(*held, 1024);
+        out_ << fmt::format("resumed from {}: the stop it held until min_epochs and min_steps were met ({}) {} "
+                            "(min_epochs = {}, min_steps = {})\n",
+                            file, fit.requested_stop, minimum_met() ? "takes effect now" : "is held again",
+                            options_.config.min_epochs, options_.config.min_steps);
     }
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,

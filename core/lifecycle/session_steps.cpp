@@ -43,7 +43,7 @@ std::uint64_t Session::train_epoch() {
     ledger_->begin_epoch_growth_window();
     state_.batches_in_epoch = training_batches();
     epoch_batches_done_ = first_batch;
-    epoch_trained_ = false;
+    epoch_trained_ = epoch_training_ended_ = false;
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
     nn::GradientAccumulator& accumulator = *fit.accumulator;

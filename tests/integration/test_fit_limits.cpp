@@ -335,6 +335,40 @@ TEST_CASE("min_epochs and min_steps hold a stop asked for before them until they
     }
 }
 
+TEST_CASE("a resume holds the stop its checkpoint held until min_epochs and min_steps were met", "[min_limits][resume]") {
+    TempDir dir;
+    const auto saved = dir.path() / "ckpt";
+    // test_recorder asks to stop at the first epoch's end, min_epochs holds it; every epoch end is saved.
+    const auto file = dir.write("run.toml", stepped("epochs = 5\nmin_epochs = 3\n", "",
+                                                    recorder_table(dir.path() / "hooks.txt", "stop_at_epoch = 0\n") +
+                                                        checkpoint_table(saved, "save_top_k = -1\n")));
+    const std::vector<std::string> arguments = {"--config", file.string(),
+                                                "--plugins=" + test_plugin("test_recorder") + ",checkpoint"};
+    const auto full = run_trainhost(arguments);
+    INFO(full.out << full.err);
+    REQUIRE(full.exit_code == 0);
+    REQUIRE_THAT(full.out, Contains("fit 1/1: 3 epochs, "));
+    fs::copy_file(saved / "last.safetensors", dir.path() / "full.safetensors");
+    // From epoch 2's end, where the stop was held: nothing in the resumed fit asks again.
+    auto from_epoch_2 = arguments;
+    from_epoch_2.insert(from_epoch_2.end(), {"--resume", (saved / "epoch=1-step=6.safetensors").string()});
+    const auto resumed = run_trainhost(from_epoch_2);
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.out, Contains(": the stop it held until min_epochs and min_steps were met (test_recorder: "
+                                     "asked to stop) is held again (min_epochs = 3, min_steps = 0)\n"));
+    CHECK_THAT(resumed.out, Contains("fit 1/1: 1 epoch, ") && Contains(" (stopped by test_recorder: asked to stop)\n"));
+    check_same_tensors(dir.path() / "full.safetensors", saved / "last.safetensors", "param/");
+    // From epoch 3's end, where it took effect: nothing more to train, as the fit that saved it.
+    auto from_epoch_3 = arguments;
+    from_epoch_3.insert(from_epoch_3.end(), {"--resume", (saved / "epoch=2-step=9.safetensors").string()});
+    const auto ended = run_trainhost(from_epoch_3);
+    INFO(ended.out << ended.err);
+    REQUIRE(ended.exit_code == 0);
+    CHECK_THAT(ended.out, Contains("(test_recorder: asked to stop) takes effect now (min_epochs = 3, min_steps = 0)\n"));
+    CHECK_THAT(ended.out, Contains("fit 1/1: 0 epochs, "));
+}
+
 TEST_CASE("limit_test_batches evaluates that many test batches, and 0 none", "[limit_test_batches]") {
     if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/t10k-images-idx3-ubyte.gz")) {
         WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); test not run");
