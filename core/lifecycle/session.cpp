@@ -454,8 +454,9 @@ void Session::train_fit(FitRecord& record) {
             metrics_.erase("samples_per_second");
         // Where the epoch's training ended (see train_epoch) and check_val_every_n_epoch
         // falls on it: the fit's last weights get their val_* metrics, and early_stopping
-        // and checkpoint rank them, not the epoch before's.
-        const bool validated = epoch_training_ended_ && validation_.count > 0 &&
+        // and checkpoint rank them, not the epoch before's. limit_val_batches = 0 turns
+        // validation off, hooks and all, as Lightning's does.
+        const bool validated = epoch_training_ended_ && validation_.count > 0 && config.data.limit_val_batches != 0 &&
                                (epoch + 1) % config.check_val_every_n_epoch == 0;
         if (validated) evaluate(validation_, "val", true, config.data.limit_val_batches);
         dispatch(TH_HOOK_EPOCH_END);

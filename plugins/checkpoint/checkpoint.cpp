@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -106,9 +107,11 @@ public:
         {"monitor", TH_OPTION_STRING, "\"\"", "metric that ranks checkpoints; empty: the most recent are best"},
         {"mode", TH_OPTION_STRING, "\"min\"", "min or max: which monitored values are better"},
         {"save_top_k", TH_OPTION_INT, "1", "how many of the best to keep: -1 all, 0 none"},
-        {"save_last", TH_OPTION_BOOL, "false", "also write last.safetensors at every save"},
+        {"save_last", TH_OPTION_BOOL, "false",
+         "also write last.safetensors at every save and every epoch end (with every_n_train_steps: at every save)"},
         {"every_n_epochs", TH_OPTION_INT, "1",
-         "save at the end of every n-th epoch (0: never at epoch ends); not used with every_n_train_steps"},
+         "save at the end of every n-th epoch (0: never at epoch ends, but last.safetensors with save_last); not used with "
+         "every_n_train_steps"},
         {"every_n_train_steps", TH_OPTION_INT, "0",
          "save after every n-th optimizer step instead of at epoch ends (0: off)"},
         {"weights_only", TH_OPTION_BOOL, "false", "save parameters only (cannot resume training)"},
@@ -180,15 +183,23 @@ public:
                  (unranked_saves_ > 0 ? "it never appeared" : "no epoch that saves had a validation") + " (" +
                  std::to_string(unranked_saves_ + waited_saves_) + " save(s) skipped)" +
                  (monitor_.starts_with("val_") && !validation_.validated_in_fit()
-                      ? "; no validation ran: is there a validation split" +
-                            (interval > 1 ? ", and " + std::to_string(interval) + " epochs (check_val_every_n_epoch)" : "") +
+                      ? "; no validation ran: is there a validation split, " +
+                            (interval > 1 ? "limit_val_batches not 0, and " + std::to_string(interval) +
+                                                " epochs (check_val_every_n_epoch)"
+                                          : std::string("and limit_val_batches not 0")) +
                             "?"
                       : ""));
     }
 
+    // save_last writes at every epoch end, a scheduled save or not, as Lightning's: what
+    // --resume last reads is then the latest epoch, never one every_n_epochs fell on.
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
-        if (state.fast_dev_run > 0 || every_n_steps_ > 0 || every_n_epochs_ == 0 || (state.epoch + 1) % every_n_epochs_ != 0) return;
+        if (state.fast_dev_run > 0 || every_n_steps_ > 0) return;
+        if (every_n_epochs_ == 0 || (state.epoch + 1) % every_n_epochs_ != 0) {
+            if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
+            return;
+        }
         // A ranked save is skipped at an epoch without a validation, as Lightning's
         // saves at validation end: that epoch's val_* metrics are the last validation's,
         // and would rank these weights by older ones. last.safetensors stays the latest.
@@ -293,8 +304,17 @@ private:
         if (!monitor_.empty() && !ctx.metric(monitor_) && !validation_.validated_in_fit()) {
             // Lightning's rule: a step-based save before the first validation cannot
             // rank by a validation metric yet; it is skipped with a warning, once.
-            if (unranked_saves_++ == 0)
-                ctx.warn("'" + monitor_ + "' is not there before the first validation; saves until then are skipped");
+            if (unranked_saves_++ == 0) {
+                // Not a validation metric: a misspelling, likely; say what there is, as Lightning's warning does.
+                std::string metrics;
+                if (!monitor_.starts_with("val_")) try {
+                        (void)ctx.named_metric(monitor_, "monitored metric");
+                    } catch (const trainhost::sdk::Error& e) {
+                        metrics = std::string(" (") + e.what() + ")";
+                    }
+                ctx.warn("'" + monitor_ + "' is not there before the first validation; saves until then are skipped" +
+                         metrics);
+            }
             if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
             return;
         }
@@ -302,10 +322,14 @@ private:
             score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
             ++ranked_saves_;
+            // As Lightning's: a NaN score ranks as the worst there is, so it is the first
+            // pushed out (a NaN kept would compare as neither better nor worse than any
+            // score, and no better file could take its place). An infinite one ranks as it is.
+            if (std::isnan(score)) score = (maximize ? -1 : 1) * std::numeric_limits<double>::infinity();
         }
         const auto better = [&](double a, double b) { return maximize ? a > b : a < b; };
         const bool keep = top_k_ == -1 || (top_k_ > 0 && (static_cast<std::int64_t>(kept_.size()) < top_k_ ||
-                                                          (std::isfinite(score) && better(score, worst().score))));
+                                                          better(score, worst().score)));
         if (keep) {
             const std::string name = expand_filename(filename_, insert_names_, state.epoch, state.global_step, [&](const std::string& key) {
                 return ctx.named_metric(key, "filename's metric");

@@ -56,7 +56,7 @@ public:
     void on_fit_start(Context& ctx) override {
         checks_in_fit_ = epochs_ended_in_fit_ = 0;
         checks_are_ = ctx.state().check_val_every_n_epoch > 1 ? "validation(s)" : "epoch(s)";
-        if (restored_ && wait_ >= patience_ && patience_ > 0)
+        if (restored_ && wait_ > 0 && wait_ >= patience_)
             ctx.request_stop(reason("had already not improved for " + std::to_string(wait_) + " " + checks_are_ + " when saved"));
     }
 
@@ -161,6 +161,9 @@ private:
 
     [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
     [[nodiscard]] std::string reason(const std::string& what) const {
+        // Still the starting bound (every value so far NaN, with check_finite off): no epoch set a best.
+        if (best_ == (maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()))
+            return monitor_ + " " + what + "; no value was a best yet";
         return monitor_ + " " + what + "; best " + format_number(best_) + " at epoch " +
                std::to_string(best_epoch_ + 1);
     }

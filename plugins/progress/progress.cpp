@@ -3,6 +3,7 @@
 #include <trainhost/sdk.hpp>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <string>
 #include <unistd.h>
@@ -36,7 +37,7 @@ public:
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
         {"mode", TH_OPTION_STRING, "\"auto\"", "auto (bar on a terminal, lines otherwise), bar, or lines"},
-        {"refresh_ms", TH_OPTION_INT, "100", "minimum time between bar redraws, in milliseconds"},
+        {"refresh_ms", TH_OPTION_INT, "100", "minimum time between bar redraws, in milliseconds (0 ... 86400000)"},
     };
 
     Progress(Context&, const trainhost::sdk::Options& options)
@@ -44,12 +45,17 @@ public:
         const std::string mode = options.get_string("mode");
         if (mode != "auto" && mode != "bar" && mode != "lines")
             throw trainhost::sdk::OptionError("mode must be auto, bar or lines, not '" + mode + "'");
-        if (options.get_int("refresh_ms") < 0) throw trainhost::sdk::OptionError("refresh_ms must be >= 0");
+        // A day at most: in nanoseconds, as the clock compares it, a larger one overflows.
+        if (options.get_int("refresh_ms") < 0 || options.get_int("refresh_ms") > 86'400'000)
+            throw trainhost::sdk::OptionError("refresh_ms must be in [0, 86400000] (a day)");
         bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
     }
 
-    void on_epoch_start(Context&) override {
+    // A resumed epoch starts with the samples its checkpoint trained: the rate counts
+    // only what this process trains, as the core's samples_per_second does.
+    void on_epoch_start(Context& ctx) override {
         validation_.epoch_started();
+        samples_at_start_ = ctx.state().samples_seen;
         epoch_started_ = Clock::now();
         last_draw_ = Clock::time_point{};
     }
@@ -63,7 +69,7 @@ public:
         last_draw_ = now;
         const double elapsed = std::chrono::duration<double>(now - epoch_started_).count();
         const double done = static_cast<double>(state.batch_index + 1) / static_cast<double>(state.batches_in_epoch);
-        const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen) / elapsed : 0.0;
+        const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen - samples_at_start_) / elapsed : 0.0;
         const double eta = done > 0 ? elapsed * (1 - done) / done : 0.0;
         constexpr int width = 24;
         const int filled = static_cast<int>(done * width);
@@ -84,10 +90,14 @@ public:
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_started_).count();
-        const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen) / elapsed : 0.0;
+        const std::uint64_t trained = state.samples_seen - samples_at_start_;
+        // A resumed epoch with nothing left to train has no rate to show.
+        char rate[48] = "";
+        if (trained > 0 || state.samples_seen == 0)
+            std::snprintf(rate, sizeof rate, " %.0f samples/s", elapsed > 0 ? static_cast<double>(trained) / elapsed : 0.0);
         if (bar_) std::fprintf(stderr, "\r\033[K");
         char line[512];
-        std::snprintf(line, sizeof line, "%s:%s%s%s%s %.0f samples/s %s", trainhost::sdk::position_text(state).c_str(),
+        std::snprintf(line, sizeof line, "%s:%s%s%s%s%s %s", trainhost::sdk::position_text(state).c_str(),
                       metric_text(ctx, "train_loss").c_str(), metric_text(ctx, "train_accuracy").c_str(),
                       validation_.validated_in_epoch() ? metric_text(ctx, "val_loss").c_str() : "",
                       validation_.validated_in_epoch() ? metric_text(ctx, "val_accuracy").c_str() : "", rate,
@@ -100,6 +110,7 @@ private:
     bool bar_ = false;
     trainhost::sdk::ValidationTracker validation_;
     Clock::time_point epoch_started_{};
+    std::uint64_t samples_at_start_ = 0;
     Clock::time_point last_draw_{};
 };
 

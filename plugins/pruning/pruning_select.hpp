@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <span>
 #include <stdexcept>
@@ -27,11 +28,14 @@ inline void check_amount(double amount, const std::string& what) {
 // even, as torch.nn.utils.prune's round() does, so 0.5 of 65 is 32.
 inline std::uint64_t resolve_amount(double amount, std::uint64_t n, const std::string& where) {
     if (amount < 1) return static_cast<std::uint64_t>(std::nearbyint(amount * static_cast<double>(n)));
-    const auto count = static_cast<std::uint64_t>(amount);
-    if (count > n)
-        throw std::invalid_argument("amount " + std::to_string(count) + " is more than the " + std::to_string(n) +
+    // Compared as a double: converting one of 2^64 or more to an integer is undefined (it gave 0).
+    if (amount > static_cast<double>(n)) {
+        char text[32];
+        std::snprintf(text, sizeof text, "%.15g", amount);
+        throw std::invalid_argument("amount " + std::string(text) + " is more than the " + std::to_string(n) +
                                     " entries of " + where);
-    return count;
+    }
+    return static_cast<std::uint64_t>(amount);
 }
 
 // "0.2, 0.4,0.5" -> cumulative targets, one per epoch. All fractions or all counts,

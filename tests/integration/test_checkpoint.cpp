@@ -245,16 +245,34 @@ TEST_CASE("early_stopping options and its state across a resume", "[checkpoint][
         REQUIRE(run.exit_code == 0);
         CHECK_THAT(run.out, Contains("fit 1/1: 3 epochs"));
     }
-    SECTION("a resumed run that had already met the stop condition stops at once") {
-        std::string text = tiny_config(6, "\n[plugins.early_stopping]\npatience = 1\n" + checkpoint_table(dir.path() / "ck"));
-        text.replace(text.find("lr = 0.01"), 9, "lr = 0.0");
-        auto config = dir.write("e.toml", text);
-        auto first = run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint"});
-        REQUIRE(first.exit_code == 0);
-        CHECK_THAT(first.out, Contains("fit 1/1: 2 epochs"));
-        auto resumed = run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint", "--resume", "last"});
-        REQUIRE(resumed.exit_code == 0);
-        CHECK_THAT(resumed.out, Contains("fit 1/1: 0 epochs") && Contains("had already not improved for 1 epoch(s) when saved"));
+    SECTION("a resumed run that had already met the stop condition stops at once, with patience 0 too") {
+        for (const int patience : {1, 0}) {
+            INFO("patience = " << patience);
+            const std::string name = "ck" + std::to_string(patience);
+            std::string text = tiny_config(6, "\n[plugins.early_stopping]\npatience = " + std::to_string(patience) +
+                                                  "\n" + checkpoint_table(dir.path() / name));
+            text.replace(text.find("lr = 0.01"), 9, "lr = 0.0");
+            auto config = dir.write(name + ".toml", text);
+            auto first = run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint"});
+            REQUIRE(first.exit_code == 0);
+            CHECK_THAT(first.out, Contains("fit 1/1: 2 epochs"));
+            auto resumed =
+                run_trainhost({"--config", config.string(), "--plugins=early_stopping,checkpoint", "--resume", "last"});
+            REQUIRE(resumed.exit_code == 0);
+            CHECK_THAT(resumed.out,
+                       Contains("fit 1/1: 0 epochs") && Contains("had already not improved for 1 epoch(s) when saved"));
+        }
+    }
+    SECTION("a stop before any value was a best says so, naming no best epoch") {
+        auto config = dir.write("f.toml", tiny_config(5, "\n[plugins.test_recorder]\nvalues = \"nan\"\n"
+                                                         "[plugins.early_stopping]\nmonitor = \"recorder.value\"\n"
+                                                         "check_finite = false\npatience = 2\n"));
+        auto run = run_trainhost({"--config", config.string(),
+                                  "--plugins=" + test_support::test_plugin("test_recorder") + ",early_stopping"});
+        REQUIRE(run.exit_code == 0);
+        CHECK_THAT(run.out, Contains("fit 1/1: 2 epochs") &&
+                                Contains("(stopped by early_stopping: recorder.value did not improve by more than 0 for "
+                                         "2 epoch(s); no value was a best yet)"));
     }
 }
 

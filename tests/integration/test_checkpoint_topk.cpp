@@ -185,7 +185,8 @@ TEST_CASE("a monitored validation metric that never comes leaves a warning at th
     auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: it "
-                                 "never appeared (2 save(s) skipped); no validation ran: is there a validation split?\n"));
+                                 "never appeared (2 save(s) skipped); no validation ran: is there a validation split, "
+                                 "and limit_val_batches not 0?\n"));
     CHECK(files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
 }
 
@@ -273,4 +274,49 @@ TEST_CASE("every_n_epochs and every_n_train_steps exclude each other, as in Ligh
         CHECK(files_in(dir.path() / "ckpt") ==
               std::vector<std::string>{"epoch=0-step=1.safetensors", "epoch=0-step=2.safetensors", "last.safetensors"});
     }
+}
+
+// Lightning's rules: a NaN score is the worst there is, pushed out first (kept as NaN,
+// it compared as neither better nor worse, and no better file could take its place);
+// an infinite one ranks as it is, so +inf is the best of mode max.
+TEST_CASE("a NaN score ranks as the worst and an infinite one as it is", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto run = [&](const std::string& values, const std::string& options) {
+        auto config = dir.write("run.toml", tiny_config(static_cast<int>(std::count(values.begin(), values.end(), ',')) + 1,
+                                                        "\n[plugins.test_recorder]\nvalues = \"" + values + "\"\n" +
+                                                            checkpoint_table(ckpt, "monitor = \"recorder.value\"\n"
+                                                                                   "filename = \"{epoch}\"\n" + options)));
+        const auto report = dir.path() / "r.json";
+        auto result = run_trainhost({"--config", config.string(), "--report", report.string(),
+                                     "--plugins=" + test_support::test_plugin("test_recorder") + ",checkpoint"});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        return nlohmann::json::parse(test_support::read_file(report))["fits"][0]["final_metrics"]["checkpoint.best_score"];
+    };
+    SECTION("mode min: the NaN epoch goes first, the two best stay") {
+        const auto best = run("nan,1,2,0.5,0.1", "save_top_k = 2\n");
+        CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=3.safetensors", "epoch=4.safetensors", "last.safetensors"});
+        CHECK(best.get<double>() == Approx(0.1));
+    }
+    SECTION("mode max: +inf takes the place of the best finite score") {
+        const auto best = run("1,2,inf", "save_top_k = 1\nmode = \"max\"\n");
+        CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=2.safetensors", "last.safetensors"});
+        CHECK(best.is_null());  // the report writes a non-finite metric as null
+    }
+}
+
+// Lightning writes last.ckpt at every epoch end, whatever every_n_epochs: --resume last
+// goes on from the latest epoch, not the last one the schedule fell on.
+TEST_CASE("save_last writes last.safetensors at every epoch end, also between scheduled saves", "[checkpoint][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    auto config = dir.write("run.toml", tiny_config(3, checkpoint_table(ckpt, "every_n_epochs = 2\nsave_top_k = -1\n")));
+    auto run = run_trainhost({"--config", config.string()});
+    REQUIRE(run.exit_code == 0);
+    CHECK(files_in(ckpt) == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    CHECK(trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors").metadata.at("trainer.epoch") == "2");
+    auto resumed = run_trainhost({"--config", config.string(), "--resume", "last"});
+    CHECK(resumed.exit_code == 0);
+    CHECK_THAT(resumed.out, Contains("nothing to train"));
 }

@@ -96,7 +96,7 @@ TEST_CASE("a misspelt metric fails at the first epoch end, listing the metrics a
         CHECK(run.exit_code == 4);
         CHECK_THAT(run.err, Contains("plugin 'early_stopping' failed in epoch_end: monitored metric 'val_loss' does not "
                                      "exist; the metrics are: batch_loss, samples_per_second, train_loss; no validation "
-                                     "has run yet (is there a validation split?)"));
+                                     "has run yet (is there a validation split, and limit_val_batches not 0?)"));
     }
     SECTION("Lightning's example: val_acc for val_accuracy") {
         if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {

@@ -353,6 +353,10 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
         auto rows = run_pruning(dir, 1, "method = \"ln_structured\"\namount = 5");
         CHECK(rows.result.exit_code == 4);
         CHECK_THAT(rows.result.err, Contains("amount 5 is more than the 4 entries of the rows of dense0.weight"));
+        // Past 2^64 too, where converting the count to an integer is undefined (it read as 0, pruning nothing).
+        auto huge = run_pruning(dir, 1, "amount = 1e20");
+        CHECK(huge.result.exit_code == 4);
+        CHECK_THAT(huge.result.err, Contains("amount 1e+20 is more than the 64 entries of the pruned parameters"));
     }
 }
 

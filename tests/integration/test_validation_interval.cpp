@@ -156,6 +156,28 @@ TEST_CASE("a stop that takes effect after a batch validates there where the inte
         CHECK(validated(report) == std::vector<bool>{true, false});
         CHECK(epoch_metrics(report)[1]["val_loss"].get<double>() == epoch_metrics(report)[0]["val_loss"].get<double>());
     }
+    SECTION("a stop from the first epoch's start leaves the monitors nothing to check: no failure, a warning") {
+        const auto [result, report] = run("first_start", "", "stop_at_epoch_start = 0\n", ",early_stopping,reduce_lr_on_plateau");
+        CHECK(ends_of(hooks) == "e");
+        CHECK_THAT(result.err, Contains("warning: [early_stopping] 'val_loss' was never checked: no validation ran in "
+                                        "this fit's 1 epoch(s)\n"));
+    }
+    SECTION("limit_val_batches = 0 turns validation off, hooks and all, as Lightning's") {
+        const auto ckpt = dir.path() / "ckpt";
+        std::string text = interval_config(2, "", recorder_table(hooks) +
+                                                      checkpoint_runs::checkpoint_table(ckpt, "monitor = \"val_loss\"\n"));
+        text.replace(text.find("batch_size = "), 0, "limit_val_batches = 0\n");
+        auto off = run_trainhost({"--config", dir.write("off.toml", text).string(),
+                                  "--plugins=" + test_plugin("test_recorder") + ",checkpoint", "--report",
+                                  (dir.path() / "off.json").string()});
+        INFO(off.out << off.err);
+        CHECK(off.exit_code == 0);
+        CHECK(ends_of(hooks) == "ee");
+        CHECK(validated(dir.path() / "off.json") == std::vector<bool>{false, false});
+        CHECK_THAT(off.err, Contains("warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: it "
+                                     "never appeared (2 save(s) skipped); no validation ran: is there a validation split, "
+                                     "and limit_val_batches not 0?\n"));
+    }
     SECTION("early_stopping, which checks val_loss, finds it in a first epoch a stop ended after its first batch") {
         const auto [result, report] = run("early", "", "stop_at_step = 1\n", ",early_stopping");
         CHECK(ends_of(hooks) == "ve");
@@ -254,8 +276,8 @@ TEST_CASE("a checkpoint that ranked nothing for want of a validation says so at 
     SECTION("fewer epochs than check_val_every_n_epoch") {
         CHECK(run("few.toml", 2, "check_val_every_n_epoch = 3\n").err ==
               "warning: [checkpoint] no checkpoint ranked by 'val_loss' was written in this fit: no epoch that saves "
-              "had a validation (2 save(s) skipped); no validation ran: is there a validation split, and 3 epochs "
-              "(check_val_every_n_epoch)?\n");
+              "had a validation (2 save(s) skipped); no validation ran: is there a validation split, "
+              "limit_val_batches not 0, and 3 epochs (check_val_every_n_epoch)?\n");
         CHECK(test_support::files_in(ckpt) == std::vector<std::string>{"last.safetensors"});
     }
     SECTION("validations, but none at an epoch that saves") {
@@ -281,6 +303,32 @@ TEST_CASE("progress shows val_* figures only for an epoch with a validation", "[
     CHECK_THAT(line_of("epoch 2/3: "), Contains("train_loss=") && Contains("val_loss="));
     // Epoch 3's val_loss would be epoch 2's: not shown.
     CHECK_THAT(line_of("epoch 3/3: "), Contains("train_loss=") && !Contains("val_loss"));
+}
+
+// As the core's samples_per_second: a resumed epoch's rate counts only what this
+// process trained, not the samples its checkpoint had trained, over this process's time.
+TEST_CASE("progress after a resume within an epoch shows no rate for an epoch with nothing left to train",
+          "[progress][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto config = dir.write(
+        "run.toml", interval_config(2, "", "\n[plugins.progress]\nmode = \"lines\"\n" +
+                                               checkpoint_runs::checkpoint_table(ckpt, "every_n_epochs = 0\n"
+                                                                                       "every_n_train_steps = 2\n"
+                                                                                       "save_top_k = -1\n")));
+    REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint"}).exit_code == 0);
+    // Saved after epoch 1's last batch, before its validation: nothing of epoch 1 is left.
+    auto run = run_trainhost({"--config", config.string(), "--plugins=checkpoint,progress", "--resume",
+                              (ckpt / "epoch=0-step=2.safetensors").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    std::string first, second;
+    for (const auto& line : test_support::lines_of(run.out)) {
+        if (line.starts_with("epoch 1/2: ")) first = line;
+        if (line.starts_with("epoch 2/2: ")) second = line;
+    }
+    CHECK_THAT(first, Contains("val_loss=") && !Contains("samples/s"));
+    CHECK_THAT(second, Contains(" samples/s "));
 }
 
 TEST_CASE("metrics_logger's epoch rows leave val_* out for an epoch without a validation",

@@ -516,9 +516,13 @@ TEST_CASE("is_validation_epoch counts epochs from 1, and ValidationTracker says 
     CHECK_FALSE(tracker.validated_in_fit());
     state.sanity_checking = 0;
     // Before any validation, where the interval falls (no validation split: a
-    // metric of training, say); after one, only where one ran.
+    // metric of training, say) in an epoch that trained; after one, only where one ran.
+    state.samples_seen = 16;
     CHECK_FALSE(epoch(0, false));
     CHECK(epoch(1, false));
+    state.samples_seen = 0;  // a stop took effect before its first batch
+    CHECK_FALSE(epoch(1, false));
+    state.samples_seen = 16;
     CHECK_FALSE(tracker.validated_in_fit());
     CHECK(epoch(3, true));
     CHECK(tracker.validated_in_epoch());
@@ -547,7 +551,7 @@ TEST_CASE("a monitored metric that does not exist is named with what exists", "[
     const sdk::Context ctx(sdk::HostLink(&api, &host.raw), nullptr);
     CHECK_THROWS_WITH(ctx.named_metric("val_loss", "monitor"),
                       "monitor 'val_loss' does not exist; there are no metrics yet; no validation has run yet (is "
-                      "there a validation split?)");
+                      "there a validation split, and limit_val_batches not 0?)");
     host.services.set_metric("train_loss", 0.5);
     host.services.set_metric("val_acc", 0.75);
     CHECK_THROWS_WITH(ctx.named_metric("val_los", "monitor"),

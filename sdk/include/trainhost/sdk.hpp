@@ -242,9 +242,11 @@ public:
     // For a monitor, at epoch_end: act here? Where a validation ran, as Lightning's
     // monitors act at validation end. Before any has (no validation split, or a
     // metric of training monitored), at the epochs check_val_every_n_epoch falls on,
-    // as Lightning's frequency = check_val_every_n_epoch steps a plateau scheduler.
+    // as Lightning's frequency = check_val_every_n_epoch steps a plateau scheduler;
+    // not at an epoch that trained on nothing (a stop that took effect before its
+    // first batch), whose metrics are none or another epoch's.
     [[nodiscard]] bool monitor_acts(const TrainState& state) const noexcept {
-        return in_epoch_ || (!in_fit_ && is_validation_epoch(state));
+        return in_epoch_ || (!in_fit_ && state.samples_seen > 0 && is_validation_epoch(state));
     }
 
 private:
@@ -436,7 +438,7 @@ public:
         std::string message = role + " '" + key + "' does not exist; " +
                               (names.empty() ? "there are no metrics yet" : "the metrics are: " + names);
         if (key.starts_with("val_") && !validated)
-            message += "; no validation has run yet (is there a validation split?)";
+            message += "; no validation has run yet (is there a validation split, and limit_val_batches not 0?)";
         else if (key.starts_with("test_"))
             message += "; test metrics are set only at the fit's end, after the last epoch";
         else if (meant) message += "; did you mean '" + *meant + "'?";
