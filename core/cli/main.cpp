@@ -10,6 +10,7 @@
 #include "plugin/plugin_library.hpp"
 #include "report/output_file.hpp"
 #include "report/report.hpp"
+#include "trainhost/nearest_name.hpp"
 #include "validate/validate.hpp"
 
 #include <CLI/CLI.hpp>
@@ -52,7 +53,8 @@ std::vector<std::string> split_list(const std::string& list) {
     return items;
 }
 
-// A whole number in [low, high], checked before the conversion: CLI11's own Range
+// A whole number in [low, high], checked before the conversion (a transform, so that
+// the number converted is the decimal one checked): CLI11's own Range
 // calls "x" out of range, and an unsigned parse would wrap -1 to 2^64-1. The seed
 // takes the config file's range, so it is the same number whichever way it was given.
 CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
@@ -65,9 +67,47 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
                 return fmt::format("'{}' is not an integer", text);
             if (error == std::errc::result_out_of_range || value < low || value > high)
                 return fmt::format("{} is out of range [{}, {}]", text, low, high);
+            // CLI11 converts with strtoll's base 0 afterwards, which reads 010 as octal 8:
+            // it is handed the decimal number checked here.
+            text = std::to_string(value);
             return std::string();
         },
         fmt::format("INT in [{}, {}]", low, high));
+}
+
+// CLI11 lists the arguments it did not expect last first, and suggests nothing: the
+// first unknown option as it was given, with the known one most like it (--max_steps,
+// as the config file spells the key, is --max-steps here), among the options of the
+// command given (validate's for `trainhost validate ...`). None for a stray value.
+std::optional<std::string> unexpected_arguments(CLI::App& app, int argc, char** argv) {
+    const std::vector<CLI::App*> given = app.get_subcommands();
+    const CLI::App& command = given.empty() ? app : *given.front();
+    std::vector<std::string> known;
+    for (const CLI::Option* option : command.get_options()) {
+        for (const std::string& name : option->get_lnames()) known.push_back("--" + name);
+        for (const std::string& name : option->get_snames()) known.push_back("-" + name);
+    }
+    int first = 1;  // the arguments after the command's name
+    while (!given.empty() && first < argc && argv[first] != command.get_name()) ++first;
+    for (int i = given.empty() ? 1 : first + 1; i < argc; ++i) {
+        const std::string_view argument = argv[i];
+        if (argument == "--") break;
+        // A value, a negative number among them (--max-steps -1).
+        if (argument.size() < 2 || argument[0] != '-' || std::isdigit(static_cast<unsigned char>(argument[1])) != 0)
+            continue;
+        const std::string name(argument.substr(0, argument.find('=')));
+        if (name.find_first_not_of('-') == std::string::npos || std::find(known.begin(), known.end(), name) != known.end())
+            continue;
+        // Alike by their names, not by the dashes all of them share.
+        std::vector<std::string> bare;
+        for (const std::string& option : known) bare.push_back(option.substr(option.find_first_not_of('-')));
+        const std::optional<std::string> meant = nearest_name(name.substr(name.find_first_not_of('-')), bare);
+        const auto spelt = meant ? std::find(bare.begin(), bare.end(), *meant) - bare.begin() : 0;
+        return fmt::format("unknown option '{}'{}", printable(name),
+                           meant ? fmt::format("; did you mean '{}'?", known[static_cast<std::size_t>(spelt)])
+                                 : std::string());
+    }
+    return std::nullopt;
 }
 
 // max_steps: -1 (no limit) or a count of steps; 0 would train nothing, as --epochs 0 says.
@@ -366,17 +406,17 @@ int run_command(int argc, char** argv) {
     app.add_option("--config", args.config, "run configuration (TOML)")->check(CLI::ExistingFile);
     app.add_option("--plugins", args.plugins, "comma-separated plugin names or paths to .so files, in order")
         ->check(a_plugin_list());
-    app.add_option("--epochs", args.epochs, "override the config's epochs")->check(integer_in(0, config::kMaxEpochs));
+    app.add_option("--epochs", args.epochs, "override the config's epochs")->transform(integer_in(0, config::kMaxEpochs));
     app.add_option("--max-steps", args.max_steps, "override the config's max_steps (-1: no limit)")
-        ->check(a_step_limit());
+        ->transform(a_step_limit());
     CLI::Option* fast_dev_run = app.add_option("--fast-dev-run", args.fast_dev_run,
                    "check the fit quickly: one epoch of N (default 1) batches each of training, validation and test, "
                    "saving, stopping and logging nothing (overrides the config's fast_dev_run; 0: off)")
         ->expected(0, 1)
         ->default_str("1")
         ->type_name("N")
-        ->check(integer_in(0, INT64_MAX));
-    app.add_option("--seed", args.seed, "override the config's seed")->check(integer_in(0, INT64_MAX));
+        ->transform(integer_in(0, INT64_MAX));
+    app.add_option("--seed", args.seed, "override the config's seed")->transform(integer_in(0, INT64_MAX));
     app.add_option("--device", args.device, "auto, cpu, cpu:N, cuda or cuda:N")
         ->check(CLI::Validator(
             [](std::string& name) {
@@ -384,7 +424,7 @@ int run_command(int argc, char** argv) {
             },
             "DEVICE"));
     app.add_option("--repeat", args.repeat, "run N fits in one process (plugins re-created each fit)")
-        ->check(integer_in(1, 100000));
+        ->transform(integer_in(1, 100000));
     app.add_option("--report", args.report, "write a JSON report of metrics and ledger findings")->type_name("PATH")->check(a_path());
     app.add_option("--resume", args.resume, "continue from a checkpoint: a path, or 'last' (<dirpath>/last.safetensors)")
         ->type_name("PATH")->check(a_path());
@@ -403,15 +443,15 @@ int run_command(int argc, char** argv) {
     CLI::App* validate_command = app.add_subcommand("validate", "run the conformance suite on a plugin");
     validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
     validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
-        ->check(integer_in(1, 10));
-    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->check(integer_in(0, INT64_MAX));
+        ->transform(integer_in(1, 10));
+    validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->transform(integer_in(0, INT64_MAX));
     validate_command->add_option("--repeat", checks.repeat, "run the suite N times, seeds seed..seed+N-1")
-        ->check(integer_in(1, 1000));
+        ->transform(integer_in(1, 1000));
     validate_command->add_option("--junit", checks.junit, "write a JUnit XML report")->type_name("PATH")->check(a_path());
     validate_command->add_option("--config", checks.config, "TOML with [plugins.<name>] options for the plugin")
         ->check(CLI::ExistingFile);
     validate_command->add_option("--timeout", checks.timeout_seconds, "seconds each test may take")
-        ->check(integer_in(1, 86400));
+        ->transform(integer_in(1, 86400));
     std::string one_test;
     CLI::App* validate_one = app.add_subcommand("__validate-one", "");  // a child of validate: one test
     validate_one->group("");
@@ -432,6 +472,10 @@ int run_command(int argc, char** argv) {
         return app.exit(e);
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
+    } catch (const CLI::ExtrasError& e) {
+        std::cerr << "error: " << unexpected_arguments(app, argc, argv).value_or(e.what())
+                  << "\n(run trainhost --help for usage)\n";
+        return kExitUsage;
     } catch (const CLI::ParseError& e) {
         std::cerr << "error: " << e.what() << "\n(run trainhost --help for usage)\n";
         return kExitUsage;

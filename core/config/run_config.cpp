@@ -4,6 +4,7 @@
 #include "errors.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <fmt/format.h>
 #include <fstream>
 #include <map>
@@ -15,12 +16,17 @@ namespace trainhost::config {
 namespace {
 
 // Where the config's relative paths start: its own directory, or for a pipe
-// (--config <(...), whose directory is /dev/fd) the working directory.
+// (--config <(...), whose directory is /dev/fd) or a descriptor (--config /dev/stdin <
+// run.toml, a regular file whose name's directory is /dev) the working directory.
 std::filesystem::path relative_base(const std::filesystem::path& config_file) {
     std::error_code ec;
     const auto status = std::filesystem::status(config_file, ec);
-    return std::filesystem::exists(status) && !std::filesystem::is_regular_file(status) ? std::filesystem::path()
-                                                                                         : config_file.parent_path();
+    const std::string name = config_file.lexically_normal().string();
+    const bool descriptor = name == "/dev/stdin" || name.starts_with("/dev/fd/") ||
+                            (name.starts_with("/proc/") && name.find("/fd/") != std::string::npos);
+    return descriptor || (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+               ? std::filesystem::path()
+               : config_file.parent_path();
 }
 
 constexpr std::int64_t kMaxWidth = std::int64_t{1} << 24;
@@ -201,9 +207,59 @@ void refuse_control_characters(const toml::node& node, const std::filesystem::pa
     }
 }
 
+// Where the string opening at `open` ends (the index of its last quote), or npos if it does not.
+std::size_t string_end(std::string_view text, std::size_t open) {
+    const char quote = text[open];
+    const bool multi_line = text.compare(open, 3, std::string(3, quote)) == 0;
+    const bool escapes = quote == '"';
+    for (std::size_t i = open + (multi_line ? 3 : 1); i < text.size(); ++i) {
+        if (escapes && text[i] == '\\') ++i;
+        else if (text[i] == '\n' && !multi_line) return std::string_view::npos;
+        else if (text[i] == quote && (!multi_line || text.compare(i, 3, std::string(3, quote)) == 0)) {
+            if (!multi_line) return i;
+            std::size_t end = i + 2;  // up to two more quotes belong to the string
+            for (int extra = 0; extra < 2 && end + 1 < text.size() && text[end + 1] == quote; ++extra) ++end;
+            return end;
+        }
+    }
+    return std::string_view::npos;
+}
+
+// toml++ parses a dotted key (a.b.c = 1, [a.b.c]) by recursion, a level per part, with
+// no limit of its own (its nesting limit covers arrays and inline tables): a key of
+// 50,000 parts, a 100 KB file, overflowed the stack. Scanned first, strings and comments
+// skipped: no value holds as many dots outside a string.
+constexpr std::size_t kMostKeyParts = 256;
+
+void refuse_deep_keys(std::string_view text, const std::filesystem::path& file) {
+    std::size_t dots = 0, line = 1, line_start = 0;
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const char c = text[i];
+        if (c == '#') {
+            i = text.find('\n', i);
+            if (i == std::string_view::npos) return;
+            --i;  // the newline ends the key below
+        } else if (c == '"' || c == '\'') {
+            const std::size_t end = string_end(text, i);  // a quoted part of a key goes on with the key
+            if (end == std::string_view::npos) return;     // unterminated: the parser says where
+            for (; i < end; ++i)
+                if (text[i] == '\n') line_start = i + 1, ++line;
+        } else if (c == '.') {
+            if (++dots >= kMostKeyParts)
+                throw ConfigError(fmt::format("{}:{}:{}: invalid TOML: a dotted key or table name of more than {} "
+                                              "parts",
+                                              file.string(), line, i - line_start + 1, kMostKeyParts));
+        } else if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != ' ' && c != '\t') {
+            dots = 0;
+            if (c == '\n') line_start = i + 1, ++line;
+        }
+    }
+}
+
 }  // namespace
 
 toml::table parse_toml(std::string_view text, const std::filesystem::path& file) {
+    refuse_deep_keys(text, file);
     toml::table table;
     try {
         table = toml::parse(text, file.string());
@@ -241,7 +297,7 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
         reader.fail("fast_dev_run", "checks a training fit; this config predicts ([predict] passes limits its batches)");
     config.device = reader.string("device").value_or("auto");
     if (!is_device_name(config.device))
-        reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", config.device));
+        reader.fail("device", fmt::format("\"{}\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)", printable(config.device)));
     if (reader.has("device")) config.device_origin = fmt::format("{}: device \"{}\"", reader.position_of("device"), config.device);
     config.threads = static_cast<int>(reader.integer_in("threads", 0, 0, 1024));
     read_data(reader, config);

@@ -133,7 +133,7 @@ std::string TableReader::one_of(std::string_view key, std::string fallback, cons
     std::string value = string(key).value_or(std::move(fallback));
     if (!allowed.contains(value)) {
         auto suggestion = nearest_name(value, allowed);
-        fail(key, fmt::format("unknown value \"{}\" (expected one of: {}){}", value, fmt::join(allowed, ", "),
+        fail(key, fmt::format("unknown value \"{}\" (expected one of: {}){}", printable(value), fmt::join(allowed, ", "),
                               suggestion ? fmt::format("; did you mean \"{}\"?", *suggestion) : ""));
     }
     return value;

@@ -15,6 +15,7 @@
 #include <boost/dll/shared_library.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <optional>
 #include <cstdlib>
 #include <cstring>
@@ -79,7 +80,9 @@ namespace {
 // "<file> is a link to <target>, which does not exist", or empty.
 std::string dangling_link(const fs::path& file) {
     std::error_code ec;
-    if (!fs::is_symlink(file, ec) || fs::exists(file, ec)) return {};
+    if (!fs::is_symlink(file, ec)) return {};
+    // A loop of links is an error here, not a missing target.
+    if (const bool there = fs::exists(file, ec); there || ec) return {};
     return fmt::format("{} is a link to {}, which does not exist", file.string(), fs::read_symlink(file, ec).string());
 }
 
@@ -93,6 +96,12 @@ fs::path resolve_plugin(std::string_view name_or_path, const std::vector<fs::pat
         const fs::file_status status = fs::status(file, ec);
         if (fs::is_directory(status))
             throw PluginLoadError(fmt::format("plugin file '{}' is a directory, not a shared library", file.string()));
+        if (const std::string dangling = dangling_link(file); !dangling.empty())
+            throw PluginLoadError(fmt::format("plugin file {}", dangling));
+        // A device, a pipe or a socket is there, only not a file a library can be.
+        if (fs::exists(status) && !fs::is_regular_file(status))
+            throw PluginLoadError(fmt::format("plugin file '{}' is not a regular file, so no shared library",
+                                              file.string()));
         if (!fs::is_regular_file(status))
             throw PluginLoadError(ec && ec != std::errc::no_such_file_or_directory
                                       ? fmt::format("plugin file '{}' cannot be read: {}", file.string(), ec.message())
@@ -148,7 +157,10 @@ void require_entry_section(const fs::path& file) {
     } catch (const std::exception& e) {
         // Boost.DLL's own text for a file that is not ELF is an iostream error.
         char magic[4] = {};
-        std::ifstream(file, std::ios::binary).read(magic, sizeof magic);
+        std::ifstream stream(file, std::ios::binary);
+        if (!stream)  // unreadable (permissions): not to be taken for a file that is no ELF
+            throw PluginLoadError(fmt::format("{}: cannot read: {}", file.string(), std::strerror(errno)));
+        stream.read(magic, sizeof magic);
         const bool elf = std::memcmp(magic, "\x7f" "ELF", sizeof magic) == 0;
         throw PluginLoadError(fmt::format("{}: not a plugin: {}", file.string(),
                                           elf ? fmt::format("a truncated or damaged ELF file (reading its section "

@@ -59,6 +59,14 @@ TEST_CASE("a seed outside the config's range [0, 2^63-1] is refused", "[cli]") {
         CHECK(run.exit_code == 0);
         CHECK(nlohmann::json::parse(test_support::read_file(report))["seed"] == 9223372036854775807ULL);
     }
+    SECTION("a leading zero is still decimal, as in the config file (CLI11 alone read 010 as octal 8)") {
+        const std::string report = (dir.path() / "r.json").string();
+        auto run = run_trainhost({"--config", config, "--seed", "010", "--epochs", "09", "--report", report});
+        CHECK(run.exit_code == 0);
+        const auto json = nlohmann::json::parse(test_support::read_file(report));
+        CHECK(json["seed"] == 10);
+        CHECK(json["fits"][0]["epochs"].size() == 9);
+    }
     SECTION("validate's later rounds would pass the largest seed") {
         auto run = run_trainhost({"validate", "progress", "--seed", "9223372036854775807", "--repeat", "2"});
         CHECK(run.exit_code == 1);
@@ -121,6 +129,9 @@ TEST_CASE("bad --epochs --max-steps --repeat --seed and --device values exit 1 n
         {{"--repeat", "0"}, "--repeat: 0 is out of range [1, 100000]"},
         {{"--repeat", "x"}, "--repeat: 'x' is not an integer"},
         {{"--seed", "x"}, "--seed: 'x' is not an integer"},
+        {{"--max_steps", "3"}, "unknown option '--max_steps'; did you mean '--max-steps'?"},
+        {{"-epochs", "3"}, "unknown option '-epochs'; did you mean '--epochs'?"},
+        {{"--max-steps", "-1", "--bogus"}, "unknown option '--bogus'"},
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };
@@ -231,6 +242,17 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin file '" + (dir.path() / "dir.so").string() + "' is a directory, not a "
                                      "shared library"));
+    }
+    SECTION("a device and a dangling link: there, but not a file, and not missing") {
+        auto run = run_trainhost({"--config", config, "--plugins=/dev/null"});
+        CHECK(run.exit_code == 2);
+        CHECK(run.err == "error: plugin file '/dev/null' is not a regular file, so no shared library\n");
+        const auto link = dir.path() / "gone.so";
+        std::filesystem::create_symlink(dir.path() / "moved.so", link);
+        run = run_trainhost({"--config", config, "--plugins=" + link.string()});
+        CHECK(run.exit_code == 2);
+        CHECK(run.err == "error: plugin file " + link.string() + " is a link to " + (dir.path() / "moved.so").string() +
+                             ", which does not exist\n");
     }
     SECTION("a shared library that is not a plugin") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("not_a_plugin")});

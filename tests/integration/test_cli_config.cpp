@@ -26,6 +26,17 @@ TEST_CASE("a config that can be read once, such as a pipe, is read once with --r
     CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
 }
 
+TEST_CASE("a config read through a descriptor resolves its relative paths in the working directory, not /dev",
+          "[cli][config]") {
+    TempDir dir;
+    std::filesystem::create_directories(dir.path() / "cfg");
+    dir.write("cfg/run.toml", "[data]\npath = \"fm\"\n[model]\nlayers = [{ type = \"dense\", units = 10 }]\n");
+    // As --config /dev/stdin < cfg/run.toml: the descriptor names a regular file.
+    auto run = run_trainhost({"--config", "/dev/fd/3"}, "cd '" + dir.path().string() + "' && exec 3<cfg/run.toml");
+    CHECK(run.exit_code == 4);
+    CHECK(run.err == "error: data: fm/train-images-idx3-ubyte.gz: file not found\n");
+}
+
 TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {
     TempDir dir;
     auto endless = run_trainhost({"--config", "/dev/zero"});
@@ -115,12 +126,28 @@ TEST_CASE("config errors name file:line:column and exit 1", "[cli][config]") {
                          "determine value type\n");
         CHECK(run.out.empty());
     }
+    SECTION("a dotted key nested past what the parser's stack holds (it crashed); dots in strings and comments are none") {
+        std::string deep = "a";
+        for (int i = 0; i < 50000; ++i) deep += ".a";
+        auto file = dir.write("deep.toml", "# " + deep + "\nseed = 1 # '\"\nname = \"" + deep + "\"\n" + deep + " = 1\n");
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":4:512: invalid TOML: a dotted key or table name of more than 256 "
+                         "parts\n");
+    }
     SECTION("an empty data path, which would name the config's own directory") {
         auto file = dir.write("path.toml", "[data]\npath = \"\"\n[model]\nlayers = [{ type = \"dense\", units = 10 }]\n");
         auto run = run_trainhost({"--config", file.string()});
         CHECK(run.exit_code == 1);
         CHECK(run.err == "error: " + file.string() + ":2:8: [data] path: needs a directory, not \"\" (leave path out for "
                          "the default)\n");
+    }
+    SECTION("a value echoed in a message is printable: its escape sequences never reach the terminal") {
+        auto file = dir.write("escape.toml", "mode = \"\\u001b[2JRED\"\n" + tiny_config(1));
+        auto run = run_trainhost({"--config", file.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + file.string() + ":1:8: run config mode: unknown value \"\\u001b[2JRED\" (expected "
+                         "one of: predict, train)\n");
     }
     SECTION("a device that is none") {
         auto file = dir.write("device.toml", "device = \"tpu\"\n" + tiny_config(1));

@@ -161,7 +161,7 @@ TEST_CASE("inspect with a missing or extra argument or an unknown flag exits 1 w
     const test_support::UsageCases cases = {
         {{"inspect"}, "plugin is required"},
         {{"inspect", "progress", "early_stopping"}, "The following argument was not expected: early_stopping"},
-        {{"inspect", "progress", "--yaml"}, "The following argument was not expected: --yaml"},
+        {{"inspect", "progress", "--yaml"}, "unknown option '--yaml'"},
     };
     test_support::check_usage_errors(cases);
 }

@@ -368,7 +368,10 @@ TEST_CASE("validate usage errors exit 1 with the parser's message and run nothin
         {{"validate", "progress", "--timeout", "0"}, "--timeout: 0 is out of range [1, 86400]"},
         {{"validate", "progress", "--config", "/nonexistent/options.toml"},
          "--config: File does not exist: /nonexistent/options.toml"},
-        {{"validate", "progress", "--fast"}, "The following argument was not expected: --fast"},
+        {{"validate", "progress", "--fast"}, "unknown option '--fast'"},
+        // Suggestions come from validate's own options, not training's.
+        {{"validate", "progress", "--epochs", "3"}, "unknown option '--epochs'"},
+        {{"validate", "progress", "--strictnes", "3"}, "unknown option '--strictnes'; did you mean '--strictness'?"},
     };
     test_support::check_usage_errors(cases);
 }
