@@ -7,6 +7,8 @@
 #include <trainhost/sdk.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -40,6 +42,7 @@ public:
                         TH_OK)
                         served_.store(true);
                     link.api().release(link.host(), handle, 64);
+                    calls_.fetch_add(1);
                 }
             });
             return;
@@ -64,8 +67,12 @@ public:
     }
 
     void on_batch_start(Context& ctx) override {
+        const auto calls_before = calls_.load();
         std::vector<trainhost::sdk::DeviceBuffer> buffers;
         for (int i = 0; i < 100; ++i) buffers.push_back(ctx.allocate(128, TH_SCOPE_STEP, "main"));
+        // On a loaded machine the worker may not be scheduled before the fit ends: wait
+        // for one of its calls inside every hook, so that the overlap is certain.
+        if (mode_ == "concurrent") wait_for_worker_call_after(calls_before);
     }
 
     void on_teardown(Context&) override {
@@ -74,6 +81,15 @@ public:
     }
 
 private:
+    void wait_for_worker_call_after(std::uint64_t calls_before) const {
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (calls_.load() == calls_before) {
+            if (std::chrono::steady_clock::now() > deadline)
+                throw std::runtime_error("the worker made no host call for 30 s");
+            std::this_thread::yield();
+        }
+    }
+
     void stop_worker() noexcept {
         stopping_.store(true);
         if (worker_.joinable()) worker_.join();
@@ -83,6 +99,7 @@ private:
     std::thread worker_;
     std::atomic<bool> stopping_{false};
     std::atomic<bool> served_{false};
+    std::atomic<std::uint64_t> calls_{0};
 };
 
 }  // namespace
