@@ -9,4 +9,5 @@ if [ "${1:-}" = "--sanitize" ]; then
 fi
 cmake -S . -B "$build" -G Ninja -DTRAINHOST_BUILD_TESTS=ON "${flags[@]}" >/dev/null
 ninja -C "$build"
-ctest --test-dir "$build" --output-on-failure -j2
+# A test that hangs fails after 15 minutes (the slowest, the demo under ASan, takes ~2.5).
+ctest --test-dir "$build" --output-on-failure -j2 --timeout 900

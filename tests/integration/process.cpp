@@ -3,10 +3,12 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -62,10 +64,13 @@ std::size_t occurrences(const std::string& text, const std::string& part) {
     return count;
 }
 
+// A fresh directory each time (mkdtemp): one named by the pid alone could be a crashed
+// test process's, and its files (hook logs are appended to) would leak into this test.
 TempDir::TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() / ("trainhost-test-" + std::to_string(getpid()) + "-" + std::to_string(counter++));
-    fs::create_directories(path_);
+    std::string name = (fs::temp_directory_path() / "trainhost-test-XXXXXX").string();
+    if (::mkdtemp(name.data()) == nullptr)
+        throw std::runtime_error("mkdtemp " + name + ": " + std::strerror(errno));
+    path_ = name;
 }
 
 TempDir::~TempDir() {

@@ -153,10 +153,10 @@ TEST_CASE("a plugin that crashes or hangs fails that test, and validate goes on"
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("crashed with signal 6"));
     auto hang = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"hang\"\n");
-    run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "2", "--config",
+    run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "10", "--config",
                          hang.string()});
     CHECK(run.exit_code == 1);
-    CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("hung: killed after 2 s"));
+    CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("hung: killed after 10 s"));
     auto exits = dir.write("exit.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"exit\"\n");
     run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--config", exits.string()});
     CHECK(run.exit_code == 1);
