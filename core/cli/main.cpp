@@ -64,9 +64,9 @@ CLI::Validator integer_in(std::int64_t low, std::int64_t high) {
             const char* end = text.data() + text.size();
             const auto [stop, error] = std::from_chars(text.data(), end, value);
             if (text.empty() || stop != end || (error != std::errc() && error != std::errc::result_out_of_range))
-                return fmt::format("'{}' is not an integer", text);
+                return fmt::format("'{}' is not an integer", printable(text));
             if (error == std::errc::result_out_of_range || value < low || value > high)
-                return fmt::format("{} is out of range [{}, {}]", text, low, high);
+                return fmt::format("{} is out of range [{}, {}]", printable(text), low, high);
             // CLI11 converts with strtoll's base 0 afterwards, which reads 010 as octal 8:
             // it is handed the decimal number checked here.
             text = std::to_string(value);
@@ -131,7 +131,8 @@ CLI::Validator a_plugin_list() {
             for (std::size_t start = 0;;) {
                 const std::size_t comma = text.find(',', start);
                 if (text.substr(start, comma - start).find_first_not_of(" \t") == std::string::npos)
-                    return fmt::format("'{}' has an empty plugin name (names are separated by single commas)", text);
+                    return fmt::format("'{}' has an empty plugin name (names are separated by single commas)",
+                                       printable(text));
                 if (comma == std::string::npos) return std::string();
                 start = comma + 1;
             }
@@ -144,6 +145,17 @@ CLI::Validator a_plugin_list() {
 CLI::Validator a_path() {
     return CLI::Validator([](std::string& text) { return text.empty() ? std::string("needs a path, not ''") : std::string(); },
                           "");
+}
+
+// `inspect ''` is the same slip as `--plugins=''`: a usage error, not a plugin looked for.
+CLI::Validator a_plugin_name() {
+    return CLI::Validator(
+        [](std::string& text) {
+            return text.find_first_not_of(" \t") == std::string::npos
+                       ? fmt::format("needs a plugin name or a path to its .so, not '{}'", printable(text))
+                       : std::string();
+        },
+        "");
 }
 
 // A file asked for on the command line that could not be written is a usage error
@@ -437,11 +449,13 @@ int run_command(int argc, char** argv) {
     CLI::App* list = app.add_subcommand("list-plugins", "list the plugins on the search path");
     cli::InspectOptions inspect_args;
     CLI::App* inspect = app.add_subcommand("inspect", "print what a plugin declares, without creating it");
-    inspect->add_option("plugin", inspect_args.plugin, "plugin name or path to its .so")->required();
+    inspect->add_option("plugin", inspect_args.plugin, "plugin name or path to its .so")->required()
+        ->check(a_plugin_name());
     inspect->add_flag("--json", inspect_args.json, "machine-readable output");
     validate::ValidateOptions checks;
     CLI::App* validate_command = app.add_subcommand("validate", "run the conformance suite on a plugin");
-    validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required();
+    validate_command->add_option("plugin", checks.plugin, "plugin name or path to its .so")->required()
+        ->check(a_plugin_name());
     validate_command->add_option("--strictness", checks.strictness, "1 (metadata) .. 10 (everything)")
         ->transform(integer_in(1, 10));
     validate_command->add_option("--seed", checks.seed, "seed of the synthetic runs")->transform(integer_in(0, INT64_MAX));

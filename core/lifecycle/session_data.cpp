@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <ostream>
@@ -25,6 +26,16 @@ void Session::load_data() {
                                                spec.validation_fraction);
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
+        // Named as the directory it is, with where it came from: "file not found" for
+        // its first file would leave the user looking for one file.
+        if (std::error_code ec; !std::filesystem::exists(dir, ec))
+            throw data::DataError(
+                spec.path.empty()
+                    ? fmt::format("{}: directory not found (the default [data] path: install Debian's "
+                                  "dataset-fashion-mnist, or set [data] path in {})",
+                                  dir.string(), options_.config.file.string())
+                    : fmt::format("{}: directory not found ([data] path in {})", dir.string(),
+                                  options_.config.file.string()));
         all = data::load_idx_classification(dir, "train", 10, spec.limit);
         // Predict mode reads the test files only to predict on them.
         if (spec.test && (options_.config.mode != "predict" || options_.config.predict_split == "test")) {

@@ -34,7 +34,7 @@ TEST_CASE("a config read through a descriptor resolves its relative paths in the
     // As --config /dev/stdin < cfg/run.toml: the descriptor names a regular file.
     auto run = run_trainhost({"--config", "/dev/fd/3"}, "cd '" + dir.path().string() + "' && exec 3<cfg/run.toml");
     CHECK(run.exit_code == 4);
-    CHECK(run.err == "error: data: fm/train-images-idx3-ubyte.gz: file not found\n");
+    CHECK(run.err == "error: data: fm: directory not found ([data] path in /dev/fd/3)\n");
 }
 
 TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {

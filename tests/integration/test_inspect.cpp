@@ -139,12 +139,6 @@ TEST_CASE("inspect fails like training does: exit 2 with the loader's message", 
     }
 }
 
-TEST_CASE("inspect without a plugin is a usage error", "[cli][inspect]") {
-    auto run = run_trainhost({"inspect"});
-    CHECK(run.exit_code == 1);
-    CHECK_THAT(run.err, Contains("plugin"));
-}
-
 TEST_CASE("inspect --json writes a plugin's bytes that are not UTF-8 as U+FFFD", "[cli][inspect]") {
     auto run = run_trainhost({"inspect", "--json", test_plugin("test_leaky")});
     REQUIRE(run.exit_code == 0);
@@ -157,9 +151,13 @@ TEST_CASE("inspect --json writes a plugin's bytes that are not UTF-8 as U+FFFD",
     CHECK((*option)["doc"] == "end the lease's tag with byte 0xFF, which is not UTF-8: \xEF\xBF\xBD");
 }
 
-TEST_CASE("inspect with a missing or extra argument or an unknown flag exits 1 with the parser's message", "[cli][inspect]") {
+TEST_CASE("inspect with a missing, empty or extra argument or an unknown flag exits 1 with the parser's message",
+          "[cli][inspect]") {
     const test_support::UsageCases cases = {
         {{"inspect"}, "plugin is required"},
+        // As --plugins='' is: a slip, not a plugin to look for.
+        {{"inspect", ""}, "plugin: needs a plugin name or a path to its .so, not ''"},
+        {{"validate", " "}, "plugin: needs a plugin name or a path to its .so, not ' '"},
         {{"inspect", "progress", "early_stopping"}, "The following argument was not expected: early_stopping"},
         {{"inspect", "progress", "--yaml"}, "unknown option '--yaml'"},
     };
