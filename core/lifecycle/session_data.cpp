@@ -27,8 +27,9 @@ void Session::load_data() {
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         // Named as the directory it is, with where it came from: "file not found" for
-        // its first file would leave the user looking for one file.
-        if (std::error_code ec; !std::filesystem::exists(dir, ec))
+        // its first file would leave the user looking for one file. Any other fault (a
+        // parent that cannot be searched) is left to the reader, which names it.
+        if (std::error_code ec; std::filesystem::status(dir, ec).type() == std::filesystem::file_type::not_found)
             throw data::DataError(
                 spec.path.empty()
                     ? fmt::format("{}: directory not found (the default [data] path: install Debian's "

@@ -19,8 +19,8 @@ TEST_CASE("a config that can be read once, such as a pipe, is read once with --r
     // One writer; a second, late one only unblocks a trainhost that opened the FIFO
     // again, so that such a regression fails instead of hanging.
     auto run = run_trainhost({"--config", fifo.string(), "--resume", "last"},
-                             "mkfifo '" + fifo.string() + "' && { timeout 30 cat '" + config.string() + "' >'" +
-                                 fifo.string() + "' 2>/dev/null </dev/null & } && { timeout 30 sh -c \"sleep 10; : >'" +
+                             "mkfifo '" + fifo.string() + "' && { timeout 300 cat '" + config.string() + "' >'" +
+                                 fifo.string() + "' 2>/dev/null </dev/null & } && { timeout 300 sh -c \"sleep 10; : >'" +
                                  fifo.string() + "'\" >/dev/null 2>&1 </dev/null & }");
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));

@@ -157,7 +157,6 @@ TEST_CASE("inspect with a missing, empty or extra argument or an unknown flag ex
         {{"inspect"}, "plugin is required"},
         // As --plugins='' is: a slip, not a plugin to look for.
         {{"inspect", ""}, "plugin: needs a plugin name or a path to its .so, not ''"},
-        {{"validate", " "}, "plugin: needs a plugin name or a path to its .so, not ' '"},
         {{"inspect", "progress", "early_stopping"}, "The following argument was not expected: early_stopping"},
         {{"inspect", "progress", "--yaml"}, "unknown option '--yaml'"},
     };

@@ -361,6 +361,7 @@ TEST_CASE("a JUnit file lost at the end keeps the summary and exits 1", "[valida
 TEST_CASE("validate usage errors exit 1 with the parser's message and run nothing", "[validate][cli]") {
     const test_support::UsageCases cases = {
         {{"validate"}, "plugin is required"},
+        {{"validate", " "}, "plugin: needs a plugin name or a path to its .so, not ' '"},
         {{"validate", "progress", "--strictness", "0"}, "--strictness: 0 is out of range [1, 10]"},
         {{"validate", "progress", "--strictness", "11"}, "--strictness: 11 is out of range [1, 10]"},
         {{"validate", "progress", "--strictness", "high"}, "--strictness: 'high' is not an integer"},
