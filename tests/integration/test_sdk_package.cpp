@@ -67,6 +67,12 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
         REQUIRE(configure.exit_code == 0);
         CHECK_THAT(configure.out,
                    Contains("plugin ABI " + std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR)));
+        // The example's README quotes that line: it must be the one printed.
+        const std::string readme =
+            read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/third_party_plugin/README.md");
+        const auto quoted = readme.find("param_norm: building against trainhost ");
+        REQUIRE(quoted != std::string::npos);
+        CHECK_THAT(configure.out, Contains(readme.substr(quoted, readme.find('`', quoted) - quoted) + "\n"));
         auto build = run({"cmake", "--build", example.string()});
         INFO(build.out << build.err);
         REQUIRE(build.exit_code == 0);
