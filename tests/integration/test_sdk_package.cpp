@@ -126,7 +126,8 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
 }
 
 // What the loader would refuse at load, a plugin built with the SDK cannot compile.
-TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses, a hidden hook and state without a version",
+TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses, a hidden hook, state that is not a number "
+          "and state without a version",
           "[sdk]") {
     TempDir dir;
     const auto compile = [&](const std::string& members) {
@@ -161,6 +162,25 @@ TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses, a h
             CHECK(run.exit_code != 0);
             CHECK_THAT(run.err, Contains("on_epoch_end is a hook: declare it void on_epoch_end(trainhost::sdk::Context&) "
                                          "override, or it is never called"));
+        }
+    }
+    SECTION("state hooks that hide the SDK's, and state that is not a number") {
+        const std::string load = "    void on_load_state(trainhost::sdk::StateReader&) override {}\n";
+        const std::string save = "    void on_save_state(trainhost::sdk::StateWriter&) override {}\n";
+        for (const auto& [members, message] : std::vector<std::pair<std::string, std::string>>{
+                 {"    void on_save_state(trainhost::sdk::StateWriter&) const {}\n" + load,
+                  "on_save_state is a hook: declare it void on_save_state(trainhost::sdk::StateWriter&) override"},
+                 {save + "    void on_load_state(trainhost::sdk::StateReader) {}\n",
+                  "on_load_state is a hook: declare it void on_load_state(trainhost::sdk::StateReader&) override"},
+                 {"    void on_save_state(trainhost::sdk::StateWriter& out) override { out.put(\"x\"); }\n" + load,
+                  "put() takes a number (a bool or an enum as an integer)"},
+                 {save + "    void on_load_state(trainhost::sdk::StateReader& in) override { (void)in.get<bool>(); }\n",
+                  "get() reads a number (a bool or an enum as an integer)"}}) {
+            INFO(members);
+            auto run = compile("    static constexpr const char* name = \"stateful\";\n"
+                               "    static constexpr std::uint32_t state_version = 1;\n" + members);
+            CHECK(run.exit_code != 0);
+            CHECK_THAT(run.err, Contains(message));
         }
     }
     SECTION("state without a state_version") {

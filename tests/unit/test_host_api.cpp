@@ -608,6 +608,23 @@ TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null 
     sdk::DeviceBuffer second = std::move(first);
     // The moved-from object still knows the handle, which is now `second`'s lease.
     refused([&] { first.upload(std::vector<float>(4, 9.0f)); }, "copy_from_host");
+    // So do the Context's calls that take a buffer, and an event recorded on a stream
+    // that holds none; the lease `first` once held is not touched.
+    sdk::Context ctx(link, nullptr);
+    refused([&] { ctx.fill(first, 9.0f); }, "fill");
+    refused([&] { ctx.copy_param_to(0, first); }, "param_copy_to");
+    refused([&] { ctx.copy_param_from(0, first); }, "param_copy_from");
+    refused([&] { ctx.apply_mask(0, first); }, "param_apply_mask");
+    refused([&] { ctx.mask_below(0, 0.5f, first); }, "param_mask_below");
+    const th_handle moved_from = first.detach();  // nothing to give up: not `second`'s handle
+    CHECK(moved_from.id == 0);
+    try {
+        (void)ctx.magnitude_threshold({0, 1}, {second.handle()}, 1);  // the host would read a second mask
+        FAIL("one mask for two parameters was not refused");
+    } catch (const sdk::Error& e) {
+        CHECK(e.status() == TH_INVALID_ARGUMENT);
+        CHECK(std::string(e.what()) == "magnitude_threshold: 1 masks for 2 parameters (give one each, or none)");
+    }
     std::vector<float> back(4, 0.0f);
     second.download(back);
     CHECK(back == values);

@@ -63,12 +63,16 @@ th_status hook_trampoline(void* instance, th_host*, th_hook_result* result) noex
 // &T::member names the base-class member and has the base's type.
 // A hook declared with another signature (no Context&, a const one) hides the base's
 // instead of overriding it, and would never be called: refused at compile time.
-template <typename>
-struct overrides_a_hook : std::false_type {};
-template <typename Class>
-struct overrides_a_hook<void (Class::*)(Context&)> : std::true_type {};
-template <typename Class>
-struct overrides_a_hook<void (Class::*)(Context&) noexcept> : std::true_type {};
+// So are on_save_state and on_load_state declared const or taking their argument by
+// value: every checkpoint would hold no state, and every resume restore none.
+template <typename Argument, typename>
+struct overrides_with : std::false_type {};
+template <typename Argument, typename Class>
+struct overrides_with<Argument, void (Class::*)(Argument&)> : std::true_type {};
+template <typename Argument, typename Class>
+struct overrides_with<Argument, void (Class::*)(Argument&) noexcept> : std::true_type {};
+template <typename Member>
+using overrides_a_hook = overrides_with<Context, Member>;
 
 template <typename MemberOfT, void (Callback::*Member)(Context&)>
 constexpr th_hook_fn slot_for() {
@@ -106,6 +110,12 @@ const th_plugin_vtable* vtable_for() {
     t.hooks[hook] = slot_for<decltype(&T::member), &Callback::member>();
         TRAINHOST_SDK_HOOKS(TRAINHOST_SDK_SLOT)
 #undef TRAINHOST_SDK_SLOT
+        static_assert(overrides_with<StateWriter, decltype(&T::on_save_state)>::value,
+                      "on_save_state is a hook: declare it void on_save_state(trainhost::sdk::StateWriter&) override, "
+                      "or it is never called");
+        static_assert(overrides_with<StateReader, decltype(&T::on_load_state)>::value,
+                      "on_load_state is a hook: declare it void on_load_state(trainhost::sdk::StateReader&) override, "
+                      "or it is never called");
         constexpr bool saves = !std::is_same_v<decltype(&T::on_save_state), void (Callback::*)(StateWriter&)>;
         constexpr bool loads = !std::is_same_v<decltype(&T::on_load_state), void (Callback::*)(StateReader&)>;
         static_assert(saves == loads, "a stateful plugin overrides both on_save_state and on_load_state");

@@ -116,8 +116,10 @@ public:
     }
     // Gives up ownership without giving the resource back, as unique_ptr::release
     // does: the caller now answers for releasing the handle.
+    // An object that holds nothing gives the null handle: its old one may be another
+    // object's lease now, which the caller would then release under it.
     [[nodiscard]] th_handle detach() noexcept {
-        held_ = false;
+        if (!std::exchange(held_, false)) return th_handle{};
         return handle_;
     }
     // Extends the lease's life to a wider scope.
@@ -127,6 +129,11 @@ public:
 
     [[nodiscard]] explicit operator bool() const noexcept { return held_; }
     [[nodiscard]] th_handle handle() const noexcept { return handle_; }
+    // The handle for a host call, refused as every use is where this object holds no lease.
+    [[nodiscard]] th_handle held_handle(const char* what) const {
+        (void)held_link(what);
+        return handle_;
+    }
     [[nodiscard]] th_resource_kind kind() const noexcept { return kind_; }
     [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
 
@@ -188,7 +195,7 @@ public:
     using Lease::Lease;
     void record(const Stream& stream) {
         const HostLink& link = held_link("event_record");
-        link.check(link.api().event_record(link.host(), handle(), stream.handle()), "event_record");
+        link.check(link.api().event_record(link.host(), handle(), stream.held_handle("event_record")), "event_record");
     }
     [[nodiscard]] bool complete() const {
         const HostLink& link = held_link("event_query");
@@ -461,21 +468,32 @@ public:
     }
 
     // Device-side tensor operations on parameters; buffers hold numel floats.
+    // A buffer that holds no lease (moved from, reset) is refused as its own calls
+    // are: its old handle may be the lease it was moved into.
     void copy_param_to(std::uint32_t index, const DeviceBuffer& dst) {
-        link_.check(link_.api().param_copy_to(link_.host(), index, dst.handle()), "param_copy_to");
+        link_.check(link_.api().param_copy_to(link_.host(), index, dst.held_handle("param_copy_to")), "param_copy_to");
     }
     void copy_param_from(std::uint32_t index, const DeviceBuffer& src) {
-        link_.check(link_.api().param_copy_from(link_.host(), index, src.handle()), "param_copy_from");
+        link_.check(link_.api().param_copy_from(link_.host(), index, src.held_handle("param_copy_from")),
+                    "param_copy_from");
     }
     void apply_mask(std::uint32_t index, const DeviceBuffer& mask) {
-        link_.check(link_.api().param_apply_mask(link_.host(), index, mask.handle()), "param_apply_mask");
+        link_.check(link_.api().param_apply_mask(link_.host(), index, mask.held_handle("param_apply_mask")),
+                    "param_apply_mask");
     }
     void mask_below(std::uint32_t index, float threshold, const DeviceBuffer& mask) {
-        link_.check(link_.api().param_mask_below(link_.host(), index, threshold, mask.handle()), "param_mask_below");
+        link_.check(link_.api().param_mask_below(link_.host(), index, threshold, mask.held_handle("param_mask_below")),
+                    "param_mask_below");
     }
-    // k-th smallest |w| over the parameters' entries that their masks keep.
+    // k-th smallest |w| over the parameters' entries that their masks keep: no masks,
+    // or one per index (the host reads as many as there are indices).
     [[nodiscard]] float magnitude_threshold(const std::vector<std::uint32_t>& indices,
                                             const std::vector<th_handle>& masks, std::uint64_t k) {
+        if (!masks.empty() && masks.size() != indices.size())
+            throw Error(TH_INVALID_ARGUMENT, "magnitude_threshold: " + std::to_string(masks.size()) + " masks for " +
+                                                 std::to_string(indices.size()) + " parameters (give one each, or none)");
+        if (indices.size() > UINT32_MAX)
+            throw Error(TH_INVALID_ARGUMENT, "magnitude_threshold: more than 2^32-1 parameters");
         float threshold = 0;
         link_.check(link_.api().magnitude_threshold(link_.host(), indices.data(), masks.empty() ? nullptr : masks.data(),
                                                     static_cast<std::uint32_t>(indices.size()), k, &threshold),
@@ -483,7 +501,7 @@ public:
         return threshold;
     }
     void fill(const DeviceBuffer& buffer, float value) {
-        link_.check(link_.api().fill(link_.host(), buffer.handle(), value), "fill");
+        link_.check(link_.api().fill(link_.host(), buffer.held_handle("fill"), value), "fill");
     }
 
     // Writes a checkpoint of the whole run, atomically.
@@ -549,9 +567,14 @@ private:
 class StateWriter {
 public:
     explicit StateWriter(HostLink link) noexcept : link_(link) {}
+    // Numbers only: a pointer or a view would be saved as an address, a struct with its
+    // padding's stray bytes, and a bool or an enum read back from a damaged file could
+    // hold a value its type has not (write those as integers and check them on load).
     template <typename T>
     void put(const T& value) {
-        static_assert(std::is_trivially_copyable_v<T>, "put() takes plain values; use put_string for text");
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                      "put() takes a number (a bool or an enum as an integer); put_string for text, put_floats for "
+                      "fp32 arrays");
         write(&value, sizeof value);
     }
     void put_string(const std::string& text) {
@@ -578,7 +601,9 @@ public:
         : bytes_(static_cast<const unsigned char*>(bytes)), size_(size) {}
     template <typename T>
     [[nodiscard]] T get() {
-        static_assert(std::is_trivially_copyable_v<T>, "get() reads plain values; use get_string for text");
+        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
+                      "get() reads a number (a bool or an enum as an integer); get_string for text, get_floats for "
+                      "fp32 arrays");
         T value;
         read(&value, sizeof value);
         return value;
@@ -597,7 +622,7 @@ public:
             throw std::runtime_error("saved state has " + std::to_string(bytes.size()) +
                                      " bytes where fp32 values were written, no multiple of 4");
         std::vector<float> values(bytes.size() / sizeof(float));
-        std::memcpy(values.data(), bytes.data(), bytes.size());
+        if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
         return values;
     }
     [[nodiscard]] bool done() const noexcept { return offset_ == size_; }
