@@ -319,6 +319,11 @@ int train(const TrainArguments& args, config::RunConfig config) {
     options.weights = args.weights;
     lifecycle::Session session(options, std::cout, std::cerr);
     lifecycle::SessionResult result = session.run();
+    // A signal ends the process by that signal once the report is written (the shell
+    // reads 128 + its number: 143 for SIGTERM), also one that came after the last
+    // check, in fit_end or teardown: the report says the same.
+    if (const int signal_number = lifecycle::pending_interrupt(); signal_number != 0)
+        result.exit_code = 128 + signal_number;
     for (const auto& fit : result.fits) {
         std::vector<std::string> shown;
         for (const char* key : {"train_loss", "val_loss", "val_accuracy", "test_loss", "test_accuracy"}) {

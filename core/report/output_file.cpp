@@ -20,9 +20,36 @@ namespace {
 // What a file not written in place is first written as, then renamed from.
 constexpr std::string_view kTemporarySuffix = ".tmp";
 
-// A path written through rather than replaced: a symbolic link (one the user keeps,
-// or /dev/fd/N) or what is neither a regular file nor a directory (a FIFO, a
-// device, a socket). Replacing either would destroy it.
+// The file an output goes to: a symbolic link the user keeps (latest.json -> run-7.json)
+// is followed to the file it names, which is then removed at the start and replaced at
+// the end like any other, so that what is there is this run's output or nothing. A
+// link in /dev or into /proc (/dev/stdout, /dev/fd/N) names an open file of its own:
+// kept. Followed link by link, since weakly_canonical leaves a link to a missing file.
+fs::path output_target(const fs::path& file) {
+    const auto top_directory = [](const fs::path& path) {
+        std::error_code ignored;
+        const fs::path absolute = fs::absolute(path, ignored).lexically_normal();
+        auto part = absolute.begin();
+        return part != absolute.end() && ++part != absolute.end() ? part->string() : std::string();
+    };
+    const auto in_proc = [&](const fs::path& path) { return top_directory(path) == "proc"; };
+    if (top_directory(file) == "dev") return file;
+    std::error_code ec;
+    fs::path target = file;
+    for (int links = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++links) {
+        const fs::path next = fs::read_symlink(target, ec);
+        if (ec || links == 40) return file;  // a loop: written through, which then names the fault
+        target = next.is_absolute() ? next : target.parent_path() / next;
+        if (in_proc(target)) return file;
+    }
+    if (target == file) return file;
+    const fs::path resolved = fs::weakly_canonical(target, ec);
+    return ec || in_proc(resolved) ? file : resolved;
+}
+
+// A path written through rather than replaced: a link that output_target keeps, or
+// what is neither a regular file nor a directory (a FIFO, a device, a socket).
+// Replacing either would destroy it.
 bool written_in_place(const fs::path& file) {
     std::error_code ec;
     const fs::file_status link = fs::symlink_status(file, ec);
@@ -45,8 +72,9 @@ private:
 
 }  // namespace
 
-std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<std::string, std::string>>& inputs) {
-    if (file.empty()) return "no file named";
+std::string unwritable_reason(const fs::path& given, const std::vector<std::pair<std::string, std::string>>& inputs) {
+    if (given.empty()) return "no file named";
+    const fs::path file = output_target(given);
     if (!file.has_filename()) return "names a directory, not a file";
     std::error_code ec;
     if (fs::is_directory(fs::status(file, ec))) return "is a directory";
@@ -96,7 +124,8 @@ std::string unwritable_reason(const fs::path& file, const std::vector<std::pair<
     return {};
 }
 
-void remove_earlier_output(const fs::path& file) {
+void remove_earlier_output(const fs::path& given) {
+    const fs::path file = output_target(given);
     std::error_code ec;
     if (!fs::is_regular_file(fs::symlink_status(file, ec))) return;
     // Left there, it would read at the end as a file something else made during the run.
@@ -114,8 +143,9 @@ std::optional<FileIdentity> regular_file_at(const fs::path& file) {
 
 }  // namespace
 
-std::optional<FileIdentity> write_output_file(const fs::path& file, std::string_view text,
+std::optional<FileIdentity> write_output_file(const fs::path& given, std::string_view text,
                                               std::optional<FileIdentity> ours) {
+    const fs::path file = output_target(given);
     if (!written_in_place(file)) {
         if (const auto there = regular_file_at(file); there && there != ours)
             throw std::runtime_error("a file was made there during the run by something else (a plugin's own output "

@@ -182,6 +182,15 @@ TEST_CASE("a --report through a symbolic link writes the file it leads to and ke
     CHECK(run.exit_code == 0);
     CHECK(std::filesystem::is_symlink(link));
     CHECK(nlohmann::json::parse(test_support::read_file(target))["exit_code"] == 0);
+    // A run that writes no report leaves none behind the link, not the earlier run's.
+    run = run_trainhost({"--config", config, "--plugins=nosuch", "--report", link.string()});
+    CHECK(run.exit_code == 2);
+    CHECK(std::filesystem::is_symlink(link));
+    CHECK_FALSE(std::filesystem::exists(target));
+    // A link to a file not there yet (that run's, or a new name) gets it.
+    run = run_trainhost({"--config", config, "--report", link.string()});
+    CHECK(run.exit_code == 0);
+    CHECK(nlohmann::json::parse(test_support::read_file(target))["exit_code"] == 0);
 }
 
 // A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
@@ -242,6 +251,8 @@ TEST_CASE("the report's exit_code is the run's, whatever ended it", "[cli][repor
         {"a leak", "\n[plugins.test_leaky]\n", 3},
         {"a plugin that fails", "\n[plugins.test_thrower]\nhook = \"epoch_end\"\n", 4},
         {"Ctrl-C", "\n[plugins.test_thrower]\nhook = \"batch_end\"\nhow = \"sigint\"\n", 130},
+        {"SIGTERM", "\n[plugins.test_thrower]\nhook = \"batch_end\"\nhow = \"sigterm\"\n", 143},
+        {"Ctrl-C after the last check, in fit_end", "\n[plugins.test_thrower]\nhook = \"fit_end\"\nhow = \"sigint\"\n", 130},
     };
     for (const auto& [what, table, exit_code] : cases) {
         DYNAMIC_SECTION(what) {
