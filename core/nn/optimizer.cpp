@@ -89,15 +89,12 @@ void Optimizer::step(const std::vector<Parameter*>& parameters) {
         State& state = state_for(*p);
         ++state.steps;
         if (spec_.type == "sgd") {
-            device::SgdHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.momentum),
-                                   static_cast<float>(spec_.dampening), static_cast<float>(spec_.weight_decay),
-                                   spec_.nesterov};
+            device::SgdHyper hyper{spec_.lr, spec_.momentum, spec_.dampening, spec_.weight_decay, spec_.nesterov};
             backend_->sgd_step(p->value.data(), p->grad.data(), state.first.data(), p->value.numel(), hyper,
                               state.steps == 1);
         } else {
-            device::AdamHyper hyper{static_cast<float>(spec_.lr), static_cast<float>(spec_.beta1),
-                                    static_cast<float>(spec_.beta2), static_cast<float>(spec_.eps),
-                                    static_cast<float>(spec_.weight_decay), spec_.type == "adamw"};
+            device::AdamHyper hyper{spec_.lr, spec_.beta1, spec_.beta2, spec_.eps, spec_.weight_decay,
+                                    spec_.type == "adamw"};
             backend_->adam_step(p->value.data(), p->grad.data(), state.first.data(), state.second.data(),
                                p->value.numel(), hyper, state.steps);
         }

@@ -2,9 +2,12 @@
 
 // Optimizer update steps over one flat parameter buffer, matching PyTorch's
 // torch.optim.SGD and torch.optim.Adam / AdamW (single-tensor, non-fused,
-// non-amsgrad, maximize=False). Per-element arithmetic is float, in the same
-// order as PyTorch's tensor ops; scalar coefficients that PyTorch computes as
-// Python floats are computed in double and rounded once.
+// non-amsgrad, maximize=False). Per-element arithmetic is float, in the order of
+// PyTorch's formulas (its lerp_ for Adam's first moment, which may fuse a multiply
+// and an add, can differ in the last bit); scalar coefficients that PyTorch
+// computes as Python floats are computed in double from the settings as given, and
+// rounded once: the settings are double here for that reason (float(1 - 0.999) is
+// not float(1 - float(0.999)), 1.3e-5 apart).
 
 #include <cstddef>
 #include <cstdint>
@@ -12,10 +15,10 @@
 namespace trainhost::kernels::cpu {
 
 struct SgdHyper {
-    float lr;
-    float momentum = 0.0f;
-    float dampening = 0.0f;
-    float weight_decay = 0.0f;
+    double lr;
+    double momentum = 0.0;
+    double dampening = 0.0;
+    double weight_decay = 0.0;
     bool nesterov = false;
 };
 
@@ -34,11 +37,11 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
               bool first_step);
 
 struct AdamHyper {
-    float lr = 1e-3f;
-    float beta1 = 0.9f;
-    float beta2 = 0.999f;
-    float eps = 1e-8f;
-    float weight_decay = 0.0f;
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.0;
     bool decoupled_weight_decay = false;  // true = AdamW
 };
 

@@ -103,12 +103,12 @@ void sgd_step(float* param, const float* grad, float* momentum_buffer, std::size
         return;
     }
     SgdCoefficients k{};
-    k.lr = hyper.lr;
-    k.momentum = hyper.momentum;
-    k.weight_decay = hyper.weight_decay;
+    k.lr = static_cast<float>(hyper.lr);
+    k.momentum = static_cast<float>(hyper.momentum);
+    k.weight_decay = static_cast<float>(hyper.weight_decay);
     // PyTorch computes 1 - dampening as a Python float before the tensor op.
-    k.momentum_grad_weight = static_cast<float>(1.0 - static_cast<double>(hyper.dampening));
-    k.use_momentum = hyper.momentum != 0.0f;
+    k.momentum_grad_weight = static_cast<float>(1.0 - hyper.dampening);
+    k.use_momentum = hyper.momentum != 0.0;
     k.nesterov = hyper.nesterov;
     k.first_step = first_step;
     sgd_step_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(param, grad, momentum_buffer, n, k);
@@ -123,16 +123,16 @@ void adam_step(float* param, const float* grad, float* exp_avg, float* exp_avg_s
     }
     const cpu::AdamScalars scalars = cpu::adam_scalars(hyper, step);  // the CPU's rounding, exactly
     AdamCoefficients k{};
-    k.beta1 = hyper.beta1;
-    k.beta2 = hyper.beta2;
-    k.eps = hyper.eps;
-    k.weight_decay = hyper.weight_decay;
+    k.beta1 = static_cast<float>(hyper.beta1);
+    k.beta2 = static_cast<float>(hyper.beta2);
+    k.eps = static_cast<float>(hyper.eps);
+    k.weight_decay = static_cast<float>(hyper.weight_decay);
     k.step_size = scalars.step_size;
     k.bias_correction2_sqrt = scalars.bias_correction2_sqrt;
     k.decoupled_decay_factor = scalars.decoupled_decay_factor;
     k.one_minus_beta1 = scalars.one_minus_beta1;
     k.one_minus_beta2 = scalars.one_minus_beta2;
-    k.has_weight_decay = hyper.weight_decay != 0.0f;
+    k.has_weight_decay = hyper.weight_decay != 0.0;
     k.decoupled_weight_decay = hyper.decoupled_weight_decay;
     adam_step_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(param, grad, exp_avg, exp_avg_sq, n, k);
     check_launch("adam_step");

@@ -562,6 +562,21 @@ TEST_CASE("adam_step follows torch.optim.Adam and AdamW", "[kernels][optimizers]
             }
         }
     }
+    SECTION("the coefficients come from the settings as given, as PyTorch's Python floats do") {
+        // float(1 - 0.999), not float(1 - float(0.999)): they are 1.3e-5 apart, ten
+        // times torch.testing's float32 tolerance, in every second moment.
+        const cpu::AdamHyper hyper{.lr = 0.001, .beta1 = 0.9, .beta2 = 0.999};
+        const cpu::AdamScalars k = cpu::adam_scalars(hyper, 1);
+        CHECK(k.one_minus_beta2 == static_cast<float>(1.0 - 0.999));
+        CHECK(k.one_minus_beta1 == static_cast<float>(1.0 - 0.9));
+        CHECK(k.bias_correction2_sqrt == static_cast<float>(std::sqrt(1.0 - 0.999)));
+        CHECK(k.step_size == static_cast<float>(0.001 / (1.0 - 0.9)));
+        float param = 0.5f, m = 0.0f, v = 0.0f;
+        const float grad = 0.3f;
+        cpu::adam_step(&param, &grad, &m, &v, 1, hyper, 1);
+        CHECK(v == static_cast<float>(1.0 - 0.999) * grad * grad);
+        CHECK(v != static_cast<float>(1.0 - static_cast<double>(0.999f)) * grad * grad);  // the rounding it replaces
+    }
     SECTION("invalid settings throw") {
         float param = 1.0f, grad = 1.0f, m = 0.0f, v = 0.0f;
         REQUIRE_THROWS_AS(cpu::adam_step(&param, &grad, &m, &v, 1, cpu::AdamHyper{}, 0), std::invalid_argument);
