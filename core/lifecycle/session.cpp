@@ -425,7 +425,6 @@ void Session::train_fit(FitRecord& record) {
     restore_weights();  // before setup: a plugin that keeps the initial weights keeps these
     dispatch(TH_HOOK_SETUP);
     restore_checkpoint();
-    ledger_->begin_fit_growth_window(resources::Ledger::StepHooks::training_batch);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
@@ -441,6 +440,9 @@ void Session::train_fit(FitRecord& record) {
     };
     // At the epoch and step the fit stands at (a resume's own): only a fit that trains.
     if (trains(first_epoch)) sanity_check();
+    // Opened after the sanity check: what its few validation batches take (once a fit)
+    // is no warm-up for the first validation's hooks, which may come epochs later.
+    ledger_->begin_fit_growth_window(resources::Ledger::StepHooks::training_batch);
     for (std::uint32_t epoch = first_epoch; trains(epoch); ++epoch) {
         state_.epoch = epoch;
         const auto started = std::chrono::steady_clock::now();

@@ -29,13 +29,31 @@ void finish_verdict(SessionResult& result) {
         return;
     }
     // A growth lease still held at teardown is found again there, and listed twice;
-    // it is one lease leaked, and its bytes count once.
-    std::map<std::string, std::uint64_t> leaked_by_owner;
+    // it is one lease leaked, and its bytes count once. Memory is named by its bytes,
+    // an object (a stream, a handle: no bytes of its own) by its kind, so that a
+    // plugin leaking only handles is not said to have leaked 0 B.
+    struct Leaked {
+        std::uint64_t bytes = 0;
+        std::map<std::string, std::size_t> objects;
+    };
+    std::map<std::string, Leaked> leaked_by_owner;
     std::set<std::uint64_t> leaked_leases;
-    for (const resources::Leak& leak : result.leaks)
-        if (leaked_leases.insert(leak.lease.id).second) leaked_by_owner[leak.owner] += leak.lease.bytes_requested;
+    for (const resources::Leak& leak : result.leaks) {
+        if (!leaked_leases.insert(leak.lease.id).second) continue;
+        Leaked& leaked = leaked_by_owner[leak.owner];
+        if (leak.lease.kind == TH_RESOURCE_DEVICE_MEMORY || leak.lease.kind == TH_RESOURCE_PINNED_MEMORY)
+            leaked.bytes += leak.lease.bytes_requested;
+        else
+            ++leaked.objects[std::string(resources::kind_name(leak.lease.kind))];
+    }
     std::vector<std::string> culprits;
-    for (const auto& [owner, bytes] : leaked_by_owner) culprits.push_back(fmt::format("{} leaked {}", owner, resources::human_bytes(bytes)));
+    for (const auto& [owner, leaked] : leaked_by_owner) {
+        std::vector<std::string> what;
+        if (leaked.bytes > 0 || leaked.objects.empty()) what.push_back(resources::human_bytes(leaked.bytes));
+        for (const auto& [kind, count] : leaked.objects)
+            what.push_back(count == 1 ? kind : fmt::format("{} x{}", kind, count));
+        culprits.push_back(fmt::format("{} leaked {}", owner, fmt::join(what, ", ")));
+    }
     // In order of first occurrence, each kind once per plugin with its count.
     std::vector<std::pair<std::string, std::size_t>> misused;
     for (const resources::Misuse& misuse : result.misuses) {

@@ -194,6 +194,11 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
     if (!valid_plugin_name(entry->name))
         throw PluginLoadError(fmt::format("{}: plugin name '{}' is not made of a-z, 0-9 and _", file.string(),
                                           entry->name ? entry->name : ""));
+    // The ledger, the leak lines and the verdict name trainhost's own leases so: a
+    // plugin of that name would have its leaks read as the core's.
+    if (std::string_view(entry->name) == "core")
+        throw PluginLoadError(fmt::format("{}: plugin name 'core' is reserved: it names trainhost's own leases",
+                                          file.string()));
     if (entry->create == nullptr || entry->destroy == nullptr || entry->vtable == nullptr)
         throw PluginLoadError(fmt::format("{}: plugin '{}' lacks create, destroy or its hook table", file.string(),
                                           entry->name));

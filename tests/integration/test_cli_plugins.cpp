@@ -134,6 +134,7 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
         {"no_entry", "plugin entry returned no description"},
         {"short_entry", "malformed plugin entry: struct_size 16 is smaller than ABI 1's"},
         {"bad_name", "plugin name 'Malformed-Entry' is not made of a-z, 0-9 and _"},
+        {"reserved_name", "plugin name 'core' is reserved: it names trainhost's own leases"},
         {"no_create", "plugin 'test_bare_no_create' lacks create, destroy or its hook table"},
         {"no_option_table", "plugin 'test_bare_no_option_table' declares 2 options but no option table"},
         {"short_hook_table", "plugin 'test_bare_short_hook_table' has a hook table of 8 bytes, ABI 1 needs"},

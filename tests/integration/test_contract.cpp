@@ -240,10 +240,11 @@ TEST_CASE("a pool grown at every epoch start or validation batch is caught at th
 TEST_CASE("with check_val_every_n_epoch, what validation hooks take warms up at the first validation",
           "[contract][failures][validation_interval]") {
     TempDir dir;
-    const auto every_second = [](int epochs, const std::string& pool) {
+    const auto every_second = [](int epochs, const std::string& pool, const std::string& top = "") {
         std::string text = tiny_config(epochs, "\n[plugins.test_growing_pool]\n" + pool);
         const std::string epochs_line = "epochs = " + std::to_string(epochs) + "\n";
-        return text.replace(text.find(epochs_line), epochs_line.size(), epochs_line + "check_val_every_n_epoch = 2\n");
+        return text.replace(text.find(epochs_line), epochs_line.size(),
+                            epochs_line + "check_val_every_n_epoch = 2\n" + top);
     };
     const std::string plugins = "--plugins=" + test_plugin("test_growing_pool");
     // State made once at the first epoch start, and once at the first validation
@@ -255,13 +256,18 @@ TEST_CASE("with check_val_every_n_epoch, what validation hooks take warms up at 
         CHECK(once.exit_code == 0);
         CHECK_THAT(once.out, Contains("resources: clean"));
     }
-    auto pool = run_trainhost(
-        with_report(dir, {"--config", dir.write("pool.toml", every_second(6, "hook = \"val_batch_end\"\n")).string(), plugins}));
-    CHECK(pool.exit_code == 3);
-    CHECK_THAT(pool.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch "
-                                  "scope=fit acquired_in=val_batch_end fit=0 epoch=3 ") &&
-                             Contains(" detected_at=epoch_end rule=growth\n"));
-    CHECK(report_of(dir)["fits"][0]["epochs"].size() == 3);  // the 4th, the second validation's, failed
+    // The sanity check's batch before the first epoch is no validation to warm up at.
+    for (const std::string sanity : {"", "num_sanity_val_steps = 1\n"}) {
+        INFO(sanity);
+        auto pool = run_trainhost(with_report(
+            dir, {"--config", dir.write("pool.toml", every_second(6, "hook = \"val_batch_end\"\n", sanity)).string(),
+                  plugins}));
+        CHECK(pool.exit_code == 3);
+        CHECK_THAT(pool.err, Contains("leak: plugin=test_growing_pool kind=device_memory bytes=65536 tag=scratch "
+                                      "scope=fit acquired_in=val_batch_end fit=0 epoch=3 ") &&
+                                 Contains(" detected_at=epoch_end rule=growth\n"));
+        CHECK(report_of(dir)["fits"][0]["epochs"].size() == 3);  // the 4th, the second validation's, failed
+    }
 }
 
 // CUDA.jl's pool in inference: predict mode's passes are its steps, and the pass
@@ -637,6 +643,9 @@ TEST_CASE("every resource kind is a real object, counted and checked the same wa
             CHECK(run.exit_code == 3);
             CHECK_THAT(run.err, Contains(std::string("leak: plugin=test_resource_user kind=") + kind) &&
                                     Contains("scope=fit acquired_in=fit_start") && Contains("detected_at=teardown"));
+            // Memory by its bytes, an object by its kind: not "leaked 0 B".
+            const std::string what = std::string(kind).ends_with("memory") ? "256 B" : kind;
+            CHECK_THAT(run.last_line(), EndsWith("(policy fail): test_resource_user leaked " + what));
         }
     }
 }

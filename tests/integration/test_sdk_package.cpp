@@ -149,10 +149,13 @@ TEST_CASE("the SDK refuses at compile time a plugin name the loader refuses, a h
         INFO(run.err);
         CHECK(run.exit_code == 0);
     }
-    SECTION("a name with a capital or a dash") {
+    SECTION("a name with a capital or a dash, or the core's own") {
         auto run = compile("    static constexpr const char* name = \"Bad-Name\";\n");
         CHECK(run.exit_code != 0);
         CHECK_THAT(run.err, Contains("a plugin's name is made of a-z, 0-9 and _"));
+        run = compile("    static constexpr const char* name = \"core\";\n");
+        CHECK(run.exit_code != 0);
+        CHECK_THAT(run.err, Contains("a plugin may not be named core"));
     }
     SECTION("a hook with another signature, which would hide the hook and never be called") {
         for (const std::string& hook : {std::string("    void on_epoch_end() {}\n"),

@@ -1,5 +1,5 @@
 // A plugin on the bare C ABI, broken in one way chosen by BARE_ABI_FAULT at build
-// time. Entry faults (no_entry, short_entry, bad_name, no_create, no_option_table,
+// time. Entry faults (no_entry, short_entry, bad_name, reserved_name, no_create, no_option_table,
 // short_hook_table; entry_throws and entry_throws_unknown, an entry function that
 // throws across the C ABI) and option schema faults (option_twice, host_key_option,
 // mistyped_default, invalid_default): the loader must refuse each with a message
@@ -129,7 +129,7 @@ const th_plugin_entry* entry() {
         value.struct_size = fault_is("short_entry") ? 16 : sizeof value;
         value.abi_major = TH_ABI_MAJOR;
         value.abi_minor = TH_ABI_MINOR;
-        value.name = fault_is("bad_name") ? "Malformed-Entry" : TEST_PLUGIN_NAME;
+        value.name = fault_is("bad_name") ? "Malformed-Entry" : fault_is("reserved_name") ? "core" : TEST_PLUGIN_NAME;
         value.version = fault_is("no_text") ? nullptr : "1";
         value.description = fault_is("no_text") ? nullptr : "a plugin on the bare C ABI, broken in one way";
         value.create = fault_is("no_create") ? nullptr : &create;

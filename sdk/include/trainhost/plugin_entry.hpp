@@ -190,6 +190,8 @@ template <typename T>
 const th_plugin_entry* entry_for() noexcept {
     static_assert(std::is_base_of_v<Callback, T>, "TRAINHOST_PLUGIN needs a trainhost::sdk::Callback");
     static_assert(valid_plugin_name(T::name), "a plugin's name is made of a-z, 0-9 and _ (the loader refuses others)");
+    static_assert(std::string_view(T::name) != "core",
+                  "a plugin may not be named core: it names trainhost's own leases (the loader refuses it)");
     // The host gives saved state back only to the same state_version: 0 would say the
     // layout never changes.
     static_assert(std::is_same_v<decltype(&T::on_save_state), void (Callback::*)(StateWriter&)> ||
