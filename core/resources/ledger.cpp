@@ -395,14 +395,15 @@ void Ledger::watch_growth(LeaseRecord& lease, std::vector<GrowthCandidate>& cand
 }
 
 // What the owner of `like` holds that the growth rule watched in the same window as
-// it (step: of its scope class, epoch or fit; epoch: taken in the same hook).
+// it, taken in the same hook (step: also of its scope class, epoch or fit).
 Ledger::GrowthLevel Ledger::growth_level(const LeaseRecord& like) const {
     GrowthLevel level;
     const bool epoch_scoped = like.scope == TH_SCOPE_EPOCH;
     live_.for_each([&](const LeaseRecord& lease) {
-        if (lease.owner != like.owner || lease.growth_window != like.growth_window) return;
-        if (like.growth_window == LeaseRecord::GrowthWindow::step ? (lease.scope == TH_SCOPE_EPOCH) != epoch_scoped
-                                                                    : lease.growth_hook != like.growth_hook)
+        if (lease.owner != like.owner || lease.growth_window != like.growth_window ||
+            lease.growth_hook != like.growth_hook)
+            return;
+        if (like.growth_window == LeaseRecord::GrowthWindow::step && (lease.scope == TH_SCOPE_EPOCH) != epoch_scoped)
             return;
         ++level.leases;
         level.bytes += lease.bytes_requested;
@@ -441,10 +442,11 @@ std::uint64_t beyond(std::uint64_t a, std::uint64_t b) noexcept { return a > b ?
 // warm-up, and sets the level; one taken after it is growth where the owner then holds
 // more than it ever did, in leases or bytes, in that window. A buffer made anew in
 // place of one freed (the latest output kept, a best copy replaced) holds it level.
-// Only as many candidates as the excess needs are named, each once. By epoch, each
-// hook has a warm-up of its own: state made lazily where it is first needed (a
-// monitor's, at the first validation) can come epochs after the first epoch_start
-// (check_val_every_n_epoch).
+// Only as many candidates as the excess needs are named, each once. Each hook has a
+// warm-up of its own: state made lazily where it is first needed (a monitor's, at the
+// first validation) can come epochs after the first epoch_start
+// (check_val_every_n_epoch), and an optimizer step's steps after the first batch
+// (accumulate_grad_batches).
 std::vector<Leak> Ledger::grown(std::vector<GrowthCandidate>& candidates, std::string_view boundary, bool per_epoch) {
     std::vector<Leak> leaks;
     std::map<const Warmup*, GrowthLevel> unnamed;  // each warm-up's excess at this check, yet to be named
@@ -452,12 +454,11 @@ std::vector<Leak> Ledger::grown(std::vector<GrowthCandidate>& candidates, std::s
         const LeaseRecord* found = live_.find(candidate.handle);
         if (found == nullptr || growth_reported_.contains(found->id)) continue;
         const std::uint64_t when = per_epoch ? candidate.at.epoch : candidate.at.step;
+        auto& warmups = per_epoch                          ? warmup_epoch_
+                        : found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_
+                                                         : warmup_step_fit_;
         Warmup& warmup =
-            per_epoch ? warmup_epoch_.try_emplace(EpochWarmupKey{found->owner, found->growth_hook}, Warmup{when, {}})
-                            .first->second
-                      : (found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_ : warmup_step_fit_)
-                            .try_emplace(found->owner, Warmup{when, {}})
-                            .first->second;
+            warmups.try_emplace(WarmupKey{found->owner, found->growth_hook}, Warmup{when, {}}).first->second;
         auto excess = unnamed.find(&warmup);
         if (excess == unnamed.end()) {  // the level once per warm-up and check: it walks the live leases
             const GrowthLevel held = growth_level(*found);

@@ -190,10 +190,10 @@ private:
     StepHooks step_hooks_ = StepHooks::training_batch;
     std::vector<GrowthCandidate> taken_in_steps_;        // candidates for the growth rule per step
     std::vector<GrowthCandidate> taken_in_epoch_hooks_;  // and per epoch
-    std::unordered_map<OwnerId, Warmup> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step
-    std::unordered_map<OwnerId, Warmup> warmup_step_epoch_;  // epoch scope, this epoch
-    using EpochWarmupKey = std::pair<OwnerId, Phase>;  // by hook
-    std::map<EpochWarmupKey, Warmup> warmup_epoch_;  // taken outside steps: the owner's warm-up epoch in that hook
+    using WarmupKey = std::pair<OwnerId, Phase>;  // by owner and hook
+    std::map<WarmupKey, Warmup> warmup_step_fit_;    // fit scope and wider: the owner's warm-up step in that hook
+    std::map<WarmupKey, Warmup> warmup_step_epoch_;  // epoch scope, this epoch
+    std::map<WarmupKey, Warmup> warmup_epoch_;  // taken outside steps: the owner's warm-up epoch in that hook
     std::unordered_set<std::uint64_t> growth_reported_;  // lease ids named once, not again at a later check
     bool capture_stacks_ = false;
     Phase phase_ = Phase::core;

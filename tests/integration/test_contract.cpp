@@ -310,6 +310,28 @@ TEST_CASE("state made once, lazily, in a late step is not growth", "[contract]")
                             Contains("detected_at=batch_end rule=growth"));
 }
 
+// Each step hook has a warm-up of its own: with accumulate_grad_batches, the optimizer
+// step hooks first run at a window's last batch, after the batch hooks' first step.
+TEST_CASE("state made once in the first optimizer step of an accumulation window is not growth", "[contract]") {
+    TempDir dir;
+    const auto accumulating = [](const std::string& pool) {
+        std::string text = tiny_config(3, "\n[plugins.test_growing_pool]\n" + pool);
+        return text.replace(text.find("[optimizer]\n"), 12, "[optimizer]\naccumulate_grad_batches = 2\n");
+    };
+    const std::string plugins = "--plugins=" + test_plugin("test_growing_pool");
+    const std::string lazy = "once = true\nhook = \"batch_start,before_optimizer_step\"\n";
+    auto once = run_trainhost({"--config", dir.write("once.toml", accumulating(lazy)).string(), plugins});
+    INFO(once.err);
+    CHECK(once.exit_code == 0);
+    CHECK_THAT(once.last_line(), StartsWith("resources: clean"));
+    // While a pool in that hook is caught at its second step.
+    auto pool = run_trainhost(
+        {"--config", dir.write("pool.toml", accumulating("hook = \"before_optimizer_step\"\n")).string(), plugins});
+    CHECK(pool.exit_code == 3);
+    CHECK_THAT(pool.err, Contains("tag=scratch scope=fit acquired_in=before_optimizer_step fit=0 epoch=1 ") &&
+                             Contains("rule=growth"));
+}
+
 TEST_CASE("lazy epoch-scoped memory made in each epoch's first step is not growth", "[contract]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nper_epoch = true\n"));

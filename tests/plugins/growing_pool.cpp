@@ -32,7 +32,8 @@ public:
          "the other correct pattern: one fit-scoped buffer, made lazily in the first step it is needed"},
         {"start_step", TH_OPTION_INT, "0", "take nothing before this global step"},
         {"hook", TH_OPTION_STRING, "\"batch_start\"",
-         "where to allocate: batch_start, epoch_start, val_batch_end or epoch_end, or several, comma-separated"},
+         "where to allocate: batch_start, before_optimizer_step, epoch_start, val_batch_end or epoch_end, or several, "
+         "comma-separated"},
         {"epoch_end_after_validation", TH_OPTION_BOOL, "false",
          "in epoch_end, allocate only where a validation ran in the epoch (a monitor's lazy state)"},
         {"pattern", TH_OPTION_STRING, "\"pool\"", "pool, replace, spares or promote (see the file's comment)"},
@@ -48,6 +49,9 @@ public:
 
     void on_batch_start(Context& ctx) override {
         if (hooks_.contains("batch_start")) grow(ctx, "batch_start");
+    }
+    void on_before_optimizer_step(Context& ctx) override {
+        if (hooks_.contains("before_optimizer_step")) grow(ctx, "before_optimizer_step");
     }
     void on_epoch_start(Context& ctx) override {
         if (pattern_ == "spares")
