@@ -161,6 +161,7 @@ void Session::enter(Phase phase) {
 }
 
 th_control Session::dispatch(th_hook hook) {
+    hook_first_lease_ = ledger_->next_lease_id();
     enter(static_cast<Phase>(hook));
     th_control control = TH_CONTINUE;
     for (auto& instance : instances_) {

@@ -216,6 +216,7 @@ private:
     device::DeviceIndex home_device_ = 0;   // where each fit builds the model
     device::DeviceIndex model_device_ = 0;  // where it is now
     std::optional<device::DeviceIndex> pending_move_;
+    std::uint64_t hook_first_lease_ = 0;  // the first lease id of the hook dispatched last
     std::vector<th_handle> core_objects_;  // the devices' own stream and library handles
     std::map<device::DeviceIndex, std::string> unusable_;  // devices that failed their warm-up, and why
     std::map<std::string, std::string> unopened_;          // GPUs left out of devices_, by name, and why

@@ -75,7 +75,8 @@ void Session::apply_pending_move() {
     fit.targets.move_to(target);
     fit.host = std::move(host);
     fit.loss_workspace = std::move(loss_workspace);
-    ledger_->relocate_attached(target);
+    // What plugins took in the hook that asked, still on the old device, goes too.
+    ledger_->relocate_attached(target, hook_first_lease_);
     model_device_ = target;
     state_.device = devices_[target]->name().c_str();
     if (options_.verbose)

@@ -298,10 +298,12 @@ const LeaseRecord& Ledger::record(OwnerId owner, th_handle handle, const char* o
     return checked(owner, handle, operation);
 }
 
-void Ledger::relocate_attached(device::DeviceIndex target) {
+void Ledger::relocate_attached(device::DeviceIndex target, std::uint64_t taken_from) {
     device::Device& destination = *devices_.at(target);
     live_.for_each([&](LeaseRecord& lease) {
-        if (!lease.attached_param || lease.device == target) return;
+        const bool taken_in_hook = taken_from > 0 && lease.id >= taken_from && lease.owner != kCoreOwner &&
+                                   lease.kind == TH_RESOURCE_DEVICE_MEMORY;
+        if (!(lease.attached_param || taken_in_hook) || lease.device == target) return;
         std::size_t reserved = 0;
         void* moved = destination.memory().allocate(lease.bytes_requested, reserved);
         if (moved == nullptr)

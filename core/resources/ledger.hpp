@@ -86,8 +86,12 @@ public:
     [[nodiscard]] std::size_t device_count() const noexcept { return devices_.size(); }
 
     // Moves every lease attached to a parameter onto `target`: allocate there, copy,
-    // free the old buffer, in that order. The handles stay valid.
-    void relocate_attached(device::DeviceIndex target);
+    // free the old buffer, in that order. The handles stay valid. So are the plugins'
+    // device memory leases of id `taken_from` on: those taken in the hook that asked
+    // for the move, which waits for the hook's end (0: none).
+    void relocate_attached(device::DeviceIndex target, std::uint64_t taken_from = 0);
+    // The id the next lease will have.
+    [[nodiscard]] std::uint64_t next_lease_id() const noexcept { return next_id_; }
 
     // Scope boundary: leases of `scope` or narrower, any owner. Each one found is
     // a leak; unless the policy is ignore it is reclaimed (freed, handle invalidated).

@@ -672,6 +672,18 @@ TEST_CASE("every resource kind is a real object, counted and checked the same wa
     }
 }
 
+// The move waits for the hook to end: what a plugin takes in that hook, on the device
+// the model was still on, goes with it.
+TEST_CASE("memory taken in the hook that asks for a move goes with the model", "[contract][moves]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_shuttle]\nscratch = true\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_shuttle"), "--verbose"});
+    INFO(run.err);
+    CHECK(run.exit_code == 0);
+    CHECK(test_support::occurrences(run.out, "moved the model") == 2);
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+}
+
 TEST_CASE("a move to where the model already is does nothing", "[contract][moves]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2, "\n[plugins.togpu]\ntarget = \"auto\"\nwhen = \"every_epoch\"\n"));
