@@ -38,7 +38,12 @@ void PredictionTable::add(std::span<const std::size_t> indices, std::span<const 
         } else if (loss_ == device::LossKind::bce_with_logits) {
             for (double& v : values) v = 1.0 / (1.0 + std::exp(-v));
         }
-        for (double v : values) fmt::format_to(std::back_inserter(text_), ",{:.6g}", v);
+        // Each value as the float it is, in the fewest digits that read back as that float
+        // (six would lose the last of fp32's seven); a NaN as nan, whatever its sign.
+        for (double v : values) {
+            if (std::isnan(v)) text_ += ",nan";
+            else fmt::format_to(std::back_inserter(text_), ",{}", static_cast<float>(v));
+        }
         text_ += '\n';
         ++rows_;
     }
