@@ -23,28 +23,60 @@ constexpr std::string_view kTemporarySuffix = ".tmp";
 // The file an output goes to: a symbolic link the user keeps (latest.json -> run-7.json)
 // is followed to the file it names, which is then removed at the start and replaced at
 // the end like any other, so that what is there is this run's output or nothing. A
-// link in /dev or into /proc (/dev/stdout, /dev/fd/N) names an open file of its own:
-// kept. Followed link by link, since weakly_canonical leaves a link to a missing file.
-fs::path output_target(const fs::path& file) {
-    const auto top_directory = [](const fs::path& path) {
-        std::error_code ignored;
-        const fs::path absolute = fs::absolute(path, ignored).lexically_normal();
-        auto part = absolute.begin();
-        return part != absolute.end() && ++part != absolute.end() ? part->string() : std::string();
-    };
-    const auto in_proc = [&](const fs::path& path) { return top_directory(path) == "proc"; };
-    if (top_directory(file) == "dev") return file;
+// link in /dev or /proc, however reached (/dev/stdout, /dev/fd/N, a link to either),
+// names an open file of its own: the whole chain is kept and written through. So is
+// another user's link (one planted in /tmp), which the kernel then refuses to follow
+// there, as it would for any program. Followed link by link, since weakly_canonical
+// leaves a link to a missing file as it is.
+std::string top_directory(const fs::path& absolute) {
+    auto part = absolute.begin();
+    return part != absolute.end() && ++part != absolute.end() ? part->string() : std::string();
+}
+
+bool in_dev_or_proc(const fs::path& absolute) {
+    const std::string top = top_directory(absolute);
+    return top == "dev" || top == "proc";
+}
+
+fs::path output_target(const fs::path& given) {
     std::error_code ec;
-    fs::path target = file;
+    fs::path target = given;
     for (int links = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++links) {
+        if (links == 40) return given;  // a loop: written through, which then names the fault
+        const fs::path parent = fs::weakly_canonical(fs::absolute(target, ec).parent_path(), ec);
+        struct stat info {};
+        if (ec || in_dev_or_proc(parent) || ::lstat(target.c_str(), &info) != 0 || info.st_uid != ::geteuid())
+            return given;
         const fs::path next = fs::read_symlink(target, ec);
-        if (ec || links == 40) return file;  // a loop: written through, which then names the fault
+        if (ec) return given;
         target = next.is_absolute() ? next : target.parent_path() / next;
-        if (in_proc(target)) return file;
     }
-    if (target == file) return file;
+    if (target == given) return given;
     const fs::path resolved = fs::weakly_canonical(target, ec);
-    return ec || in_proc(resolved) ? file : resolved;
+    return ec || in_dev_or_proc(resolved) ? given : resolved;
+}
+
+// The process's own stdout or stderr, when the path leads to the regular file it is
+// (--report /dev/stdout > run.log): written through that descriptor, after the run's
+// lines, not over them from a second open at offset 0.
+int own_descriptor_for(const fs::path& file) {
+    struct stat wanted {};
+    if (::stat(file.c_str(), &wanted) != 0 || !S_ISREG(wanted.st_mode)) return -1;
+    for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+        struct stat open {};
+        if (::fstat(fd, &open) == 0 && open.st_dev == wanted.st_dev && open.st_ino == wanted.st_ino) return fd;
+    }
+    return -1;
+}
+
+void write_all(int fd, std::string_view text, const fs::path& file) {
+    while (!text.empty()) {
+        const ssize_t written = ::write(fd, text.data(), text.size());
+        if (written < 0 && errno == EINTR) continue;
+        if (written <= 0)
+            throw std::runtime_error(fmt::format("cannot write {}: {}", file.string(), std::strerror(errno)));
+        text.remove_prefix(static_cast<std::size_t>(written));
+    }
 }
 
 // A path written through rather than replaced: a link that output_target keeps, or
@@ -154,6 +186,10 @@ std::optional<FileIdentity> write_output_file(const fs::path& given, std::string
         return regular_file_at(file);
     }
     const IgnoredSigpipe ignored;
+    if (const int fd = own_descriptor_for(file); fd >= 0) {
+        write_all(fd, text, file);
+        return std::nullopt;
+    }
     std::ofstream out(file, std::ios::binary | std::ios::out | std::ios::trunc);
     out.write(text.data(), static_cast<std::streamsize>(text.size()));
     out.flush();

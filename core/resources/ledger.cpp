@@ -306,6 +306,9 @@ void Ledger::relocate_attached(device::DeviceIndex target, std::uint64_t taken_f
         if (!(lease.attached_param || taken_in_hook) || lease.device == target) return;
         std::size_t reserved = 0;
         void* moved = destination.memory().allocate(lease.bytes_requested, reserved);
+        // A plugin's buffer that does not fit there stays, and is reported stranded as
+        // the policy says; the model's own state must go.
+        if (moved == nullptr && !lease.attached_param) return;
         if (moved == nullptr)
             throw ResourceError(TH_OUT_OF_MEMORY, fmt::format("{}: cannot move lease {} ({} bytes) of {}",
                                                               destination.name(), lease.id, lease.bytes_requested,

@@ -14,7 +14,7 @@ void require(bool condition, const std::string& message) {
 }
 
 // False for NaN as well, so NaN hyperparameters are rejected.
-bool is_non_negative(float x) { return x >= 0.0f; }
+bool is_non_negative(double x) { return x >= 0.0; }
 
 }  // namespace
 

@@ -191,6 +191,20 @@ TEST_CASE("a --report through a symbolic link writes the file it leads to and ke
     run = run_trainhost({"--config", config, "--report", link.string()});
     CHECK(run.exit_code == 0);
     CHECK(nlohmann::json::parse(test_support::read_file(target))["exit_code"] == 0);
+    // A link to /dev/stdout names the open file stdout is: written through, never
+    // removed and replaced (the run's other output would go with it).
+    const auto to_stdout = dir.path() / "to-stdout.json";
+    std::filesystem::create_symlink("/dev/stdout", to_stdout);
+    run = run_trainhost({"--config", config, "--report", to_stdout.string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("\"exit_code\": 0") && Contains("model: 3 layers") && Contains("resources: clean"));
+    // Another user's link is not followed: the kernel decides, as for any program.
+    const auto theirs = dir.path() / "theirs.json";
+    std::filesystem::create_symlink(target, theirs);
+    REQUIRE(::lchown(theirs.c_str(), 65534, 65534) == 0);
+    run = run_trainhost({"--config", config, "--plugins=nosuch", "--report", theirs.string()});
+    CHECK(run.exit_code == 2);
+    CHECK(std::filesystem::exists(target));  // not removed as this run's earlier report
 }
 
 // A file-size limit (SIGXFSZ ignored, so a write past it fails with EFBIG) lets the
