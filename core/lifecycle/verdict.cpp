@@ -41,8 +41,7 @@ void finish_verdict(SessionResult& result) {
     for (const resources::Leak& leak : result.leaks) {
         if (!leaked_leases.insert(leak.lease.id).second) continue;
         Leaked& leaked = leaked_by_owner[leak.owner];
-        if (leak.lease.kind == TH_RESOURCE_DEVICE_MEMORY || leak.lease.kind == TH_RESOURCE_PINNED_MEMORY)
-            leaked.bytes += leak.lease.bytes_requested;
+        if (resources::is_memory(leak.lease.kind)) leaked.bytes += leak.lease.bytes_requested;
         else
             ++leaked.objects[std::string(resources::kind_name(leak.lease.kind))];
     }
