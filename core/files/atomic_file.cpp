@@ -11,10 +11,24 @@ namespace trainhost::files {
 
 namespace fs = std::filesystem;
 
+namespace {
+constexpr int kTemporaryNameTries = 99;
+}  // namespace
+
 void write_atomically(const fs::path& file, std::string_view temporary_suffix,
                       std::initializer_list<std::string_view> parts) {
     fs::path temporary = file;
     temporary += temporary_suffix;
+    // O_EXCL: a file already at the temporary name is not this write's to replace (an
+    // earlier crashed run's, or another output of this run named so), so the next
+    // free name with a number after the suffix is taken instead.
+    int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    for (int next = 1; fd < 0 && errno == EEXIST && next <= kTemporaryNameTries; ++next) {
+        temporary = file;
+        temporary += fmt::format("{}.{}", temporary_suffix, next);
+        fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    }
+    if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary.string(), std::strerror(errno)));
     // errno first: removing the temporary file may change it.
     const auto failure = [&](const std::string& what) {
         const std::string reason = std::strerror(errno);
@@ -23,8 +37,6 @@ void write_atomically(const fs::path& file, std::string_view temporary_suffix,
         return std::runtime_error(fmt::format("cannot {}: {}", what, reason));
     };
     const std::string write_temporary = "write " + temporary.string();
-    const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary.string(), std::strerror(errno)));
     const auto close_after = [&](const std::string& what) {
         const int saved = errno;
         ::close(fd);

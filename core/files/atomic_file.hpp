@@ -9,7 +9,8 @@
 
 namespace trainhost::files {
 
-// The temporary file is `file` + `temporary_suffix`. Throws std::runtime_error naming
+// The temporary file is `file` + `temporary_suffix`, or, where a file is already there
+// (never replaced), that name with ".1", ".2", ... after it. Throws std::runtime_error naming
 // the file and the system's reason ("cannot write out.json.tmp: No space left on
 // device"); the temporary file is gone by then.
 void write_atomically(const std::filesystem::path& file, std::string_view temporary_suffix,

@@ -570,6 +570,7 @@ void Session::keep_interrupted_predictions(const report::PredictionTable& predic
 
 void Session::write_predictions(const report::PredictionTable& predictions, FitRecord& record) {
     try {
+        out_ << std::flush;  // the run's lines before the table, where both go to one pipe (/dev/stdout)
         predictions_written_ =
             report::write_output_file(options_.config.predict_output, predictions.csv(), predictions_written_);
     } catch (const std::exception& e) {

@@ -265,6 +265,7 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     int exit_code = failed == 0 ? 0 : 1;
     if (!options.junit.empty()) {
         try {
+            out << std::flush;  // the summary before the XML, where both go to one pipe (/dev/stdout)
             report::write_output_file(options.junit, junit_xml(options, outcomes));
         } catch (const std::exception& e) {
             out << std::flush;

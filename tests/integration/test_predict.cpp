@@ -127,6 +127,42 @@ TEST_CASE("a relative output of a config read from a pipe is written in the work
     CHECK(csv_rows(dir.path() / "piped.csv").size() == 11);
 }
 
+TEST_CASE("predictions written to the run's own stdout come after the lines printed before them", "[predict]") {
+    TempDir dir;
+    const auto config = dir.write("p.toml", "mode = \"predict\"\n" +
+                                                tiny_config(1, "\n[predict]\nsplit = \"validation\"\noutput = "
+                                                               "\"/dev/stdout\"\n"));
+    auto run = run_trainhost({"--config", config.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK_THAT(run.out, StartsWith("device: "));
+    const auto table = run.out.find("\nindex,y0,");
+    REQUIRE(table != std::string::npos);
+    CHECK(run.out.find("\nfit 1/1: 1 predict pass, 10 predictions in /dev/stdout\n") > table);
+}
+
+TEST_CASE("a file at an output's temporary name is never written over, another output's or a stale one",
+          "[predict][report]") {
+    TempDir dir;
+    const auto report = dir.path() / "r.json";
+    auto temporary = report;
+    temporary += ".tmp";
+    const auto stale = dir.write("r.json.tmp.1", "an earlier run's\n");
+    // The predictions are written first, at the name the report is first written under.
+    const auto config = dir.write("p.toml", "mode = \"predict\"\n" +
+                                                tiny_config(1, "\n[predict]\nsplit = \"validation\"\noutput = \"" +
+                                                                   temporary.string() + "\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--report", report.string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(csv_rows(temporary).size() == 11);
+    CHECK(nlohmann::json::parse(test_support::read_file(report))["fits"][0]["predictions"] == 10);
+    CHECK(test_support::read_file(stale) == "an earlier run's\n");
+    std::size_t files = 0;
+    for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir.path())) ++files;
+    CHECK(files == 4);  // p.toml, r.json, r.json.tmp, r.json.tmp.1: no temporary file left
+}
+
 TEST_CASE("a [predict] table that cannot work is refused before anything runs", "[predict][config]") {
     TempDir dir;
     const auto refused = [&](const std::string& predict_table, const std::string& message,

@@ -182,6 +182,12 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     const std::string bad_xml = test_support::read_file(junit);
     CHECK_THAT(bad_xml, Contains("\xEF\xBF\xBD"));
     CHECK(bad_xml.find('\xFF') == std::string::npos);
+    // To the run's own stdout: the XML after the lines printed before it.
+    auto piped = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--junit", "/dev/stdout"});
+    CHECK(piped.exit_code == 0);
+    const auto summary = piped.out.find("validate: 2 passed, 0 failed, 0 skipped\n");
+    REQUIRE(summary != std::string::npos);
+    CHECK(piped.out.find("<testsuite name=\"trainhost.validate\"") > summary);
 }
 
 TEST_CASE("validate says a required option needs --config, and passes metadata once it has it", "[validate]") {
