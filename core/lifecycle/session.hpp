@@ -193,7 +193,7 @@ private:
     void construct();
     void restore_checkpoint();
     void restore_accumulated_gradients(const checkpoint::CheckpointData& data, const std::string& file);
-    void refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file) const;
+    void refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file);
     void apply_pending_move();
     // After a fit's teardown: every device idle and trimmed, then the driver's count
     // of free memory against the fit's start, for every device that did not fail.

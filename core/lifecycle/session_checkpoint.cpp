@@ -332,6 +332,27 @@ std::filesystem::path Session::checkpoint_path(std::string_view option, const st
     return file;
 }
 
+namespace {
+
+// Where a start checkpoint came from, for the run's lines, and as its errors name it:
+// with the option that gave it, since "last" or a config's dirpath may have chosen it.
+constexpr const char* kPathOf = "trainhost.path";
+constexpr const char* kNamedAs = "trainhost.named_as";
+
+std::optional<checkpoint::CheckpointData> read_start_checkpoint(std::string_view option,
+                                                                const std::filesystem::path& file) {
+    try {
+        checkpoint::CheckpointData data = checkpoint::read_checkpoint(file);
+        data.metadata[kPathOf] = file.string();
+        data.metadata[kNamedAs] = fmt::format("{} {}", option, file.string());
+        return data;
+    } catch (const checkpoint::CheckpointError& e) {
+        throw checkpoint::CheckpointError(fmt::format("{} {}", option, e.what()));
+    }
+}
+
+}  // namespace
+
 // Read before any fit, so a bad file fails the run before training starts.
 void Session::load_start_checkpoint() {
     if (!options_.resume.empty() && !options_.weights.empty())
@@ -339,28 +360,27 @@ void Session::load_start_checkpoint() {
                           "plugin state; --weights starts each fit from a checkpoint's parameters alone)");
     if (!options_.weights.empty()) {
         const std::filesystem::path file = checkpoint_path("--weights", options_.weights);
-        weights_ = checkpoint::read_checkpoint(file);
-        weights_->metadata["trainhost.path"] = file.string();
+        weights_ = read_start_checkpoint("--weights", file);
     }
     if (options_.resume.empty()) return;
     if (options_.config.mode == "predict")
         throw ConfigError("--resume: predict mode runs no training to resume (--weights PATH predicts with a "
                           "checkpoint's parameters)");
     const std::filesystem::path file = checkpoint_path("--resume", options_.resume);
-    resume_ = checkpoint::read_checkpoint(file);
-    if (resume_->meta("weights_only") != nullptr && meta_flag(*resume_, "weights_only", file.string()))
+    resume_ = read_start_checkpoint("--resume", file);
+    const std::string& named = resume_->metadata.at(kNamedAs);
+    if (resume_->meta("weights_only") != nullptr && meta_flag(*resume_, "weights_only", named))
         throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state; "
                                       "--weights starts a run from its parameters)",
-                                      file.string()));
-    resume_->metadata["trainhost.path"] = file.string();
+                                      named));
 }
 
 // Every fit, before setup: the parameters alone; optimizer, counters and plugins start fresh.
 void Session::restore_weights() {
     if (!weights_) return;
-    restore_parameters(*weights_, weights_->metadata.at("trainhost.path"));
+    restore_parameters(*weights_, weights_->metadata.at(kNamedAs));
     if (options_.verbose)
-        out_ << fmt::format("parameters from {}\n", weights_->metadata.at("trainhost.path"));
+        out_ << fmt::format("parameters from {}\n", weights_->metadata.at(kPathOf));
 }
 
 void Session::restore_parameters(const checkpoint::CheckpointData& data, const std::string& file) {
@@ -480,31 +500,40 @@ void Session::restore_accumulated_gradients(const checkpoint::CheckpointData& da
 // order (shuffle), or cut into other batches (batch_size), those are other samples,
 // and the rest of the epoch would train some twice and others never. Files from
 // before these keys are taken as they are.
-void Session::refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file) const {
+void Session::refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file) {
+    // Nothing of the epoch trained yet (a plugin's save at epoch_start): any order is its own.
+    if (data.meta("trainer.batches_done") == nullptr || meta_number(data, "trainer.batches_done", file) == 0) return;
     const config::DataSpec& now = options_.config.data;
-    const auto refuse = [&](const std::string& saved, const std::string& resumed) {
-        throw ConfigError(fmt::format("{}: saved within epoch {} with [data] {}; this run's {}: the epoch's remaining "
-                                      "samples would not be those the saved run had left (resume with the saved value, "
-                                      "or from a save at an epoch's end)",
-                                      file, start_epoch_ + 1, saved, resumed));
+    const std::string consequence = "the epoch's remaining samples would not be those the saved run had left";
+    const auto refuse = [&](std::string_view setting, const auto& saved, const auto& resumed) {
+        throw ConfigError(fmt::format("{}: saved within epoch {} with {} = {}; this run's is {}: {} (resume with the "
+                                      "saved value, or from a save at an epoch's end)",
+                                      file, start_epoch_ + 1, setting, saved, resumed, consequence));
     };
     if (data.meta("data.batch_size") != nullptr) {
         const std::uint64_t saved = meta_number(data, "data.batch_size", file);
-        if (saved != now.batch_size)
-            refuse(fmt::format("batch_size = {}", saved), fmt::format("is {}", now.batch_size));
+        if (saved != now.batch_size) refuse("[data] batch_size", saved, now.batch_size);
     }
     if (data.meta("data.shuffle") != nullptr) {
         const bool saved = meta_flag(data, "data.shuffle", file);
-        if (saved != now.shuffle)
-            refuse(fmt::format("shuffle = {}", saved), fmt::format("is {}", now.shuffle));
+        if (saved != now.shuffle) refuse("[data] shuffle", saved, now.shuffle);
     }
+    // The seed orders each epoch's samples, and splits them where the split is seeded.
+    const std::uint64_t seed = meta_number(data, "trainer.seed", file);
+    if (now.shuffle && seed != options_.config.seed) refuse("seed", seed, options_.config.seed);
+    if (data.meta("data.train_crc32") != nullptr && meta_number(data, "data.train_crc32", file) != samples_crc().train)
+        throw ConfigError(fmt::format("{}: saved within epoch {} with other training samples than this run's (the "
+                                      "seed, [data] path, limit or validation_fraction, or the files changed): {} "
+                                      "(resume with the saved data, or from a save at an epoch's end)",
+                                      file, start_epoch_ + 1, consequence));
 }
 
 void Session::restore_checkpoint() {
     if (!resume_) return;
     const checkpoint::CheckpointData data = std::move(*resume_);
     resume_.reset();
-    const std::string file = data.metadata.at("trainhost.path");
+    const std::string file = data.metadata.at(kNamedAs);  // as errors and warnings name it
+    const std::string path = data.metadata.at(kPathOf);   // as the run's own lines name it
     FitState& fit = *fit_;
     // Files from before trainer.optimizer was saved are taken as they are.
     const std::string configured = optimizer_kind(options_.config.optimizer);
@@ -590,6 +619,8 @@ void Session::restore_checkpoint() {
     for (const auto& [key, text] : data.metadata) {
         if (!key.starts_with(kMetricPrefix)) continue;
         const std::string name = key.substr(kMetricPrefix.size());
+        // The saving process's throughput: only what this one trains has a figure.
+        if (name == "samples_per_second") continue;
         // A name metric_set takes from a plugin of any ABI (a blank in one from before 1.2).
         if (const std::string why = plugin::unusable_metric_key(name); !why.empty())
             throw ConfigError(fmt::format("{}: checkpoint metadata '{}' names no metric: {}", file, printable(key), why));
@@ -620,7 +651,7 @@ void Session::restore_checkpoint() {
         fit.requested_stop = printable(*held, 1024);
         out_ << fmt::format("resumed from {}: the stop it held until min_epochs and min_steps were met ({}) {} "
                             "(min_epochs = {}, min_steps = {})\n",
-                            file, fit.requested_stop, minimum_met() ? "takes effect now" : "is held again",
+                            path, fit.requested_stop, minimum_met() ? "takes effect now" : "is held again",
                             options_.config.min_epochs, options_.config.min_steps);
     }
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
@@ -647,16 +678,16 @@ void Session::restore_checkpoint() {
     if (start_epoch_ >= options_.config.epochs)
         out_ << fmt::format("resumed from {}: its {} epoch{} already reach{} the run's {}; nothing to train (raise "
                             "--epochs to train on)\n",
-                            file, start_epoch_, start_epoch_ == 1 ? "" : "s", start_epoch_ == 1 ? "es" : "",
+                            path, start_epoch_, start_epoch_ == 1 ? "" : "s", start_epoch_ == 1 ? "es" : "",
                             options_.config.epochs);
     else if (steps_exhausted())
         out_ << fmt::format("resumed from {}: its {} optimizer step{} already reach{} the run's max_steps = {}; "
                             "nothing to train{} (raise --max-steps to train on)\n",
-                            file, state_.global_step, state_.global_step == 1 ? "" : "s",
+                            path, state_.global_step, state_.global_step == 1 ? "" : "s",
                             state_.global_step == 1 ? "es" : "", state_.max_steps,
                             start_batch_ > 0 ? fmt::format(", epoch {} ends", start_epoch_ + 1) : "");
     else if (options_.verbose)
-        out_ << fmt::format("resumed from {} at epoch {} batch {}\n", file, start_epoch_ + 1, start_batch_);
+        out_ << fmt::format("resumed from {} at epoch {} batch {}\n", path, start_epoch_ + 1, start_batch_);
 }
 
 }  // namespace trainhost::lifecycle

@@ -247,7 +247,7 @@ TEST_CASE("a resume from a save within an accumulation window continues bit for 
             {"--config", dir.write("other.toml", text).string(), "--resume", between.string(), "--epochs", "3"});
         INFO(rest.out << rest.err);
         CHECK(rest.exit_code == 0);
-        CHECK_THAT(rest.err, Contains("warning: " + between.string() +
+        CHECK_THAT(rest.err, Contains("warning: --resume " + between.string() +
                                       ": saved accumulating 2 batches a step, this run accumulates 3\n"));
     }
     SECTION("with another window: refused, naming the one to resume with") {
@@ -255,7 +255,7 @@ TEST_CASE("a resume from a save within an accumulation window continues bit for 
         text.replace(text.find("accumulate_grad_batches = 2"), 27, "accumulate_grad_batches = 3");
         auto rest = checkpoint_runs::run_trainhost({"--config", dir.write("other.toml", text).string(), "--resume", last.string()});
         CHECK(rest.exit_code == 1);
-        CHECK(rest.err == "error: " + last.string() +
+        CHECK(rest.err == "error: --resume " + last.string() +
                               ": saved within a window of 2 accumulated batches, 1 of them done; this run accumulates 3: "
                               "resume with [optimizer] accumulate_grad_batches = 2, or from a checkpoint saved at a "
                               "window's end\n");
@@ -266,7 +266,7 @@ TEST_CASE("a resume from a save within an accumulation window continues bit for 
             trainhost::checkpoint::write_checkpoint(forged, edited);
             return checkpoint_runs::run_trainhost({"--config", resumable.string(), "--resume", forged.string()});
         };
-        const std::string prefix = "error: " + forged.string() + ": ";
+        const std::string prefix = "error: --resume " + forged.string() + ": ";
         auto edited = data;
         // A count out of its range, named with its key; the count of batches a window held
         // is judged by the window saved with it.

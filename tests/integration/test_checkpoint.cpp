@@ -137,7 +137,8 @@ TEST_CASE("4 epochs, or 2 and a resume for 2 more, end with identical parameters
     }
 }
 
-TEST_CASE("a resume within an epoch in another batch_size or shuffle is refused, as it would train other samples",
+TEST_CASE("a resume within an epoch in another batch_size, shuffle, seed or samples is refused, as it would train "
+          "other samples",
           "[checkpoint]") {
     TempDir dir;
     const fs::path saved = dir.path() / "c";
@@ -150,15 +151,40 @@ TEST_CASE("a resume within an epoch in another batch_size or shuffle is refused,
         changed.replace(changed.find(from), from.size(), to);
         return run_trainhost({"--config", dir.write("resumed.toml", changed).string(), "--resume", last});
     };
-    auto run = resumed_with("batch_size = 16", "batch_size = 8");
-    CHECK(run.exit_code == 1);
-    CHECK(run.err == "error: " + last + ": saved within epoch 1 with [data] batch_size = 16; this run's is 8: the "
-                     "epoch's remaining samples would not be those the saved run had left (resume with the saved "
-                     "value, or from a save at an epoch's end)\n");
-    run = resumed_with("batch_size = 16", "batch_size = 16\nshuffle = false");
-    CHECK(run.exit_code == 1);
-    CHECK_THAT(run.err, Contains("saved within epoch 1 with [data] shuffle = true; this run's is false: "));
+    const std::string remaining = "the epoch's remaining samples would not be those the saved run had left";
+    const auto refused = [&](const std::string& from, const std::string& to, const std::string& why,
+                             const std::string& resume_with) {
+        INFO(to);
+        auto run = resumed_with(from, to);
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: --resume " + last + ": saved within epoch 1 with " + why + ": " + remaining +
+                             " (resume with the saved " + resume_with + ", or from a save at an epoch's end)\n");
+    };
+    refused("batch_size = 16", "batch_size = 8", "[data] batch_size = 16; this run's is 8", "value");
+    refused("batch_size = 16", "batch_size = 16\nshuffle = false", "[data] shuffle = true; this run's is false",
+            "value");
+    // Another seed orders the epoch otherwise; other samples are others whatever the order.
+    refused("seed = 7", "seed = 8", "seed = 7; this run's is 8", "value");
+    refused("samples = 40", "samples = 44",
+            "other training samples than this run's (the seed, [data] path, limit or validation_fraction, or the "
+            "files changed)",
+            "data");
     CHECK(resumed_with("batch_size = 16", "batch_size = 16").exit_code == 0);
+}
+
+TEST_CASE("a checkpoint that --weights cannot read is named with the option", "[checkpoint]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    const auto notes = dir.write("notes.txt", "these are not tensors\n");
+    auto run = run_trainhost({"--config", config, "--weights", notes.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, StartsWith("error: --weights " + notes.string() + ": not a valid trainhost checkpoint: header "
+                                   "size "));
+    CHECK_THAT(run.out, !Contains("fit 1/1"));  // read before any fit
+    const auto missing = (dir.path() / "nope.safetensors").string();
+    run = run_trainhost({"--config", config, "--weights", missing});
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: --weights " + missing + ": cannot open checkpoint: No such file or directory\n");
 }
 
 TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear message", "[checkpoint]") {
@@ -173,7 +199,7 @@ TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear me
         return run_trainhost({"--config", config.string(), "--resume", file.string()});
     };
     const auto refusal = [&](const std::string& name, const std::string& why) {
-        return "error: " + (dir.path() / name).string() + ": not a valid trainhost checkpoint: " + why + "\n";
+        return "error: --resume " + (dir.path() / name).string() + ": not a valid trainhost checkpoint: " + why + "\n";
     };
     // The first 8 bytes: the header's size, little-endian.
     const auto header_size = [](const std::string& file) {
@@ -187,7 +213,7 @@ TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear me
     flipped[flipped.size() - 5] ^= 0x40;
     auto corrupt = resume_from("corrupt.safetensors", flipped);
     CHECK(corrupt.exit_code == 1);
-    CHECK_THAT(corrupt.err, StartsWith("error: " + (dir.path() / "corrupt.safetensors").string() +
+    CHECK_THAT(corrupt.err, StartsWith("error: --resume " + (dir.path() / "corrupt.safetensors").string() +
                                        ": not a valid trainhost checkpoint: checksum mismatch: stored crc32 " +
                                        stored_crc + ", data has ") &&
                                 EndsWith(" (corrupt file)\n"));
@@ -401,10 +427,15 @@ TEST_CASE("a resume whose epochs are all done says there is nothing to train", "
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2, checkpoint_table(dir.path() / "ckpt")));
     REQUIRE(run_trainhost({"--config", config.string()}).exit_code == 0);
-    auto run = run_trainhost({"--config", config.string(), "--resume", "last"});
+    const auto report = dir.path() / "r.json";
+    auto run = run_trainhost({"--config", config.string(), "--resume", "last", "--report", report.string()});
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("its 2 epochs already reach the run's 2; nothing to train (raise --epochs to train on)") &&
                             Contains("fit 1/1: 0 epochs"));
+    // The saved metrics come back, but not the saving process's throughput: nothing trained here.
+    const auto final_metrics = nlohmann::json::parse(test_support::read_file(report))["fits"][0]["final_metrics"];
+    CHECK(final_metrics.contains("val_loss"));
+    CHECK_FALSE(final_metrics.contains("samples_per_second"));
     // From a run of one epoch, resumed with one.
     auto one = dir.write("one.toml", tiny_config(1, checkpoint_table(dir.path() / "one")));
     REQUIRE(run_trainhost({"--config", one.string()}).exit_code == 0);
@@ -531,7 +562,8 @@ TEST_CASE("a resume is refused when a plugin's saved state is refused or of anot
                                                                                         "fail = \"load\"\n"));
         auto run = run_trainhost({"--config", refusing.string(), plugins, "--resume", "last"});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + last.string() + ": plugin 'test_stateful' refused its saved state: saved "
+        CHECK_THAT(run.err, Contains("error: --resume " + last.string() +
+                                     ": plugin 'test_stateful' refused its saved state: saved "
                                      "after 1 epoch(s), too old\n"));
         CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
     }
@@ -542,7 +574,7 @@ TEST_CASE("a resume is refused when a plugin's saved state is refused or of anot
         trainhost::checkpoint::write_checkpoint(file, forged);
         auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file.string() + ": plugin 'test_stateful' saved state version 2, this "
+        CHECK_THAT(run.err, Contains("error: --resume " + file.string() + ": plugin 'test_stateful' saved state version 2, this "
                                      "build of it reads version 1\n"));
     }
     SECTION("a state without its version") {
@@ -552,7 +584,7 @@ TEST_CASE("a resume is refused when a plugin's saved state is refused or of anot
         trainhost::checkpoint::write_checkpoint(file, forged);
         auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file.string() + ": checkpoint lacks 'plugin/test_stateful/state_version'\n"));
+        CHECK_THAT(run.err, Contains("error: --resume " + file.string() + ": checkpoint lacks 'plugin/test_stateful/state_version'\n"));
     }
     SECTION("no state at all: the plugin starts fresh with a warning") {
         auto forged = data;
@@ -563,7 +595,7 @@ TEST_CASE("a resume is refused when a plugin's saved state is refused or of anot
         trainhost::checkpoint::write_checkpoint(file, forged);
         auto run = run_trainhost({"--config", config.string(), plugins, "--resume", file.string()});
         CHECK(run.exit_code == 0);
-        CHECK_THAT(run.err, Contains("warning: " + file.string() + ": no state for plugin 'test_stateful'; it starts fresh\n"));
+        CHECK_THAT(run.err, Contains("warning: --resume " + file.string() + ": no state for plugin 'test_stateful'; it starts fresh\n"));
     }
 }
 
@@ -581,7 +613,7 @@ TEST_CASE("a checkpoint without a trainer counter or a random generator state is
             trainhost::checkpoint::write_checkpoint(file, forged);
             auto run = run_trainhost({"--config", config.string(), "--resume", file.string()});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + file.string() + ": checkpoint lacks '" + key + "'\n"));
+            CHECK_THAT(run.err, Contains("error: --resume " + file.string() + ": checkpoint lacks '" + key + "'\n"));
         }
     }
     SECTION("without the dropout layer's rng/ tensor") {
@@ -596,7 +628,7 @@ TEST_CASE("a checkpoint without a trainer counter or a random generator state is
         trainhost::checkpoint::write_checkpoint(file, forged);
         auto run = run_trainhost({"--config", config.string(), "--resume", file.string()});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
+        CHECK_THAT(run.err, Contains("error: --resume " + file.string() + ": no random generator state for " + name.substr(4) + "\n"));
     }
 }
 
@@ -613,7 +645,7 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
     const auto saved = trainhost::checkpoint::read_checkpoint(last);
     REQUIRE(saved.meta("data.train_crc32") != nullptr);
     REQUIRE(saved.meta("data.validation_crc32") != nullptr);
-    const std::string differ = "warning: " + last + ": the ";
+    const std::string differ = "warning: --resume " + last + ": the ";
     const std::string why = " samples differ from the saved run's (the seed, [data] path, limit or validation_fraction, "
                             "or the files changed)";
     const std::string val_note = ": val_* metrics now come from other samples than the saved scores early_stopping and "
@@ -631,7 +663,7 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
     SECTION("another seed") {
         auto run = run_trainhost({"--config", config("seed.toml", "0.25"), "--resume", last, "--seed", "8"});
         CHECK(run.exit_code == 0);
-        CHECK_THAT(run.err, Contains("warning: " + last + ": saved with seed 7, resuming with seed 8: data order will differ\n") &&
+        CHECK_THAT(run.err, Contains("warning: --resume " + last + ": saved with seed 7, resuming with seed 8: data order will differ\n") &&
                                 Contains(differ + "training and validation" + why + val_note));
     }
     SECTION("no validation split where there was one") {

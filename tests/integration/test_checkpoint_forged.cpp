@@ -89,7 +89,7 @@ TEST_CASE("a checkpoint path that is not a regular file is refused before it is 
             INFO(option << " " << path);
             auto run = test_support::run_trainhost({"--config", config, option, path}, unblock);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + path + ": " + message + "\n"));
+            CHECK_THAT(run.err, Contains("error: " + std::string(option) + " " + path + ": " + message + "\n"));
         }
     }
 }
@@ -110,7 +110,7 @@ TEST_CASE("a renamed or reshaped tensor is refused by the header's checksum", "[
             edited.replace(at, was.size(), now);
             auto run = saved.resume("edited.safetensors", edited);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + (saved.dir().path() / "edited.safetensors").string() +
+            CHECK_THAT(run.err, Contains("error: --resume " + (saved.dir().path() / "edited.safetensors").string() +
                                          ": not a valid trainhost checkpoint: checksum mismatch: stored header_crc32 ") &&
                                     Contains(", the tensor table and metadata have ") &&
                                     Contains(" (corrupt or edited file)\n"));
@@ -128,7 +128,7 @@ TEST_CASE("a header with a NUL, a repeated key or a count that is no whole numbe
     const auto refused = [&](const std::string& edited, const std::string& what) {
         auto run = saved.resume("edited.safetensors", edited);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: " + what + "\n"));
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": not a valid trainhost checkpoint: " + what + "\n"));
     };
     SECTION("a NUL, and anything after it") {
         refused(with_header_text(bytes, text + std::string("\0{\"not\": json", 13)),
@@ -185,7 +185,7 @@ TEST_CASE("each part of a file that is not as a checkpoint writes it is refused 
     const auto refused = [&](const std::string& edited, const std::string& what) {
         auto run = saved.resume("edited.safetensors", edited);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: " + what));
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": not a valid trainhost checkpoint: " + what));
         CHECK_THAT(run.out, !Contains("epoch 1/"));
     };
     const auto edited = [&](const std::function<void(nlohmann::json&)>& edit) {
@@ -231,7 +231,7 @@ TEST_CASE("a data section the tensors do not account for is refused before it is
     fs::resize_file(file, grown);
     auto run = saved.run({"--resume", file.string()});
     CHECK(run.exit_code == 1);
-    CHECK(run.err == "error: " + file.string() + ": not a valid trainhost checkpoint: data section holds " +
+    CHECK(run.err == "error: --resume " + file.string() + ": not a valid trainhost checkpoint: data section holds " +
                          std::to_string(grown - 8 - header_size(bytes)) + " bytes, tensors account for " +
                          std::to_string(bytes.size() - 8 - header_size(bytes)) + "\n");
 }
@@ -288,13 +288,13 @@ TEST_CASE("random generator and plugin state of another dtype and a shape whose 
         const std::string what = as_f32("plugin/early_stopping");
         auto run = saved.resume(forged);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a plugin's state\n"));
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": " + what + ", not the U8 bytes of a plugin's state\n"));
     }
     SECTION("a random generator's state") {
         const std::string what = as_f32("rng/");
         auto run = saved.resume(forged);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": " + what + ", not the U8 bytes of a random generator's state\n"));
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": " + what + ", not the U8 bytes of a random generator's state\n"));
     }
     SECTION("a random generator's state of all zeros, which would give zeros for ever") {
         auto rng = std::find_if(forged.tensors.begin(), forged.tensors.end(),
@@ -303,14 +303,14 @@ TEST_CASE("random generator and plugin state of another dtype and a shape whose 
         std::fill(rng->bytes.begin(), rng->bytes.end(), std::uint8_t{0});
         auto run = saved.resume(forged);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": " + rng->name + " is all zeros, which no random generator "
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": " + rng->name + " is all zeros, which no random generator "
                                      "reaches (a damaged or forged file)\n"));
     }
     SECTION("a shape of 2^64 elements, which wraps round to none") {
         forged.tensors.push_back({"extra", "U8", {1ull << 32, 1ull << 32}, {}});
         auto run = saved.resume(forged);
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains("error: " + file + ": not a valid trainhost checkpoint: tensor 'extra' has shape "
+        CHECK_THAT(run.err, Contains("error: --resume " + file + ": not a valid trainhost checkpoint: tensor 'extra' has shape "
                                      "[4294967296, 4294967296], whose size overflows 64 bits\n"));
     }
 }

@@ -28,7 +28,7 @@ namespace fs = std::filesystem;
 TEST_CASE("a checkpoint without one of the model's parameters, or with a plugin state it does not read whole, is refused",
           "[checkpoint]") {
     Saved saved;
-    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    const std::string error = "error: --resume " + saved.forged_path().string() + ": ";
     auto run = saved.resume(without(saved.data(), "param/dense1.bias"));
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains(error + "the checkpoint has no parameter dense1.bias (was it saved from another model?)\n"));
@@ -47,7 +47,7 @@ TEST_CASE("a checkpoint without one of the model's parameters, or with a plugin 
 TEST_CASE("a checkpoint with optimizer state for some parameters but not for another is refused", "[checkpoint]") {
     Saved saved;
     const auto data = saved.data();
-    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    const std::string error = "error: --resume " + saved.forged_path().string() + ": ";
     for (const auto& [prefix, missing] : std::vector<std::pair<std::string, std::string>>{
              {"optimizer/dense0.weight/first", "optimizer/dense0.weight/first"},
              {"optimizer/dense0.weight/second", "optimizer/dense0.weight/second"},
@@ -75,7 +75,7 @@ TEST_CASE("a checkpoint with optimizer state for some parameters but not for ano
 
 TEST_CASE("optimizer moments that are NaN, an infinite mean and a negative second moment are refused", "[checkpoint]") {
     Saved saved;
-    const std::string error = "error: " + saved.forged_path().string() + ": ";
+    const std::string error = "error: --resume " + saved.forged_path().string() + ": ";
     const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
     for (const auto& [name, value, what] : std::vector<std::tuple<std::string, float, std::string>>{
              {"optimizer/dense1.bias/first", nan, "a non-finite value (nan at index 2)"},
@@ -122,7 +122,7 @@ TEST_CASE("an empty optimizer buffer is refused where the optimizer keeps one", 
             INFO(run.err);
             CHECK(run.exit_code == (refused ? 1 : 0));
             if (refused)
-                CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": " + name +
+                CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": " + name +
                                              " does not fit parameter dense0.bias (0 bytes of F32, the model needs 16 "
                                              "bytes of F32)\n"));
         }
@@ -142,7 +142,7 @@ TEST_CASE("an optimizer step count beyond the checkpoint's global step is refuse
             forged.metadata["trainer.global_step"] = global_step;
             auto run = saved.resume(forged);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": checkpoint '" + key +
                                          "' is out of range: " + steps + " (more than " + bound + ")\n"));
         }
     }
@@ -166,7 +166,7 @@ TEST_CASE("trainer counters that contradict each other or the run are refused", 
             forged.metadata[key] = value;
             auto run = saved.resume(forged);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": checkpoint '" + key +
                                          "' is out of range: " + value + " (" + why + ")\n"));
         }
     }
@@ -176,7 +176,7 @@ TEST_CASE("trainer counters that contradict each other or the run are refused", 
             forged.metadata["trainer.lr"] = value;
             auto run = saved.resume(forged);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint 'trainer.lr' is not a "
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": checkpoint 'trainer.lr' is not a "
                                          "learning rate in [0, 1000]: " + value + "\n"));
         }
     }
@@ -186,7 +186,7 @@ TEST_CASE("trainer counters that contradict each other or the run are refused", 
             forged.metadata[key] = "7";
             auto run = saved.resume(forged);
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": checkpoint '" + key +
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": checkpoint '" + key +
                                          "' is neither 0 nor 1: 7\n"));
         }
     }
@@ -200,7 +200,7 @@ TEST_CASE("a checkpoint plugin state that counts more kept files than it holds i
         DYNAMIC_SECTION("count " << count) {
             auto run = saved.resume(StateBytes().put(count).put<std::uint64_t>(0).as_state_of("checkpoint", saved.data()));
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": plugin 'checkpoint' refused its "
                                          "saved state: saved state is truncated: it lists " + std::to_string(count) +
                                          " kept checkpoints in 8 bytes\n"));
         }
@@ -223,7 +223,7 @@ TEST_CASE("an early_stopping state with a NaN best or an impossible count of epo
         DYNAMIC_SECTION(message) {
             auto run = saved.resume(StateBytes().put(best).put(wait).put(best_epoch).as_state_of("early_stopping", saved.data()));
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + saved.forged_path().string() + ": plugin 'early_stopping' refused its "
+            CHECK_THAT(run.err, Contains("error: --resume " + saved.forged_path().string() + ": plugin 'early_stopping' refused its "
                                          "saved state: " + message + "\n"));
         }
     }
@@ -231,7 +231,7 @@ TEST_CASE("an early_stopping state with a NaN best or an impossible count of epo
 
 TEST_CASE("a checkpoint or early_stopping state whose mode is neither min nor max is refused", "[checkpoint][state]") {
     Saved saved;
-    const std::string error = "error: " + saved.forged_path().string() + ": plugin '";
+    const std::string error = "error: --resume " + saved.forged_path().string() + ": plugin '";
     const std::string mode_7 = "' refused its saved state: saved state has mode 7, neither min (0) nor max (1)\n";
     auto checkpoint = saved.resume(
         StateBytes().put<std::uint64_t>(0).put<std::uint64_t>(2).put_string("").put<std::uint8_t>(7).as_state_of(
@@ -264,7 +264,7 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
     Saved saved;
     const auto data = saved.data();  // as saved: a resume that trains saves over it
     const fs::path& dir = saved.dir().path();
-    const std::string error = "error: " + saved.forged_path().string() + ": plugin 'checkpoint' refused its saved state: ";
+    const std::string error = "error: --resume " + saved.forged_path().string() + ": plugin 'checkpoint' refused its saved state: ";
     SECTION("a kept path that is no checkpoint file is refused, in dirpath or not") {
         for (const fs::path& kept : {dir / "victim.txt", saved.ckpt() / "victim.txt", saved.ckpt() / ".safetensors",
                                      saved.ckpt() / "last.safetensors" / ".."}) {

@@ -107,7 +107,7 @@ TEST_CASE("the learning rate a plugin set goes on after a resume, unless the con
         auto resumed = dir.write("resumed.toml", sgd_config(2, 0.02, checkpoint_runs::checkpoint_table(ckpt)));
         auto run = run_trainhost({"--config", resumed.string(), tools, "--resume", last, "--report", report.string()});
         REQUIRE(run.exit_code == 0);
-        CHECK_THAT(run.err, Contains("warning: " + last + ": saved at learning rate 0.05, under a configured 0.1; this "
+        CHECK_THAT(run.err, Contains("warning: --resume " + last + ": saved at learning rate 0.05, under a configured 0.1; this "
                                      "run configures 0.02 and starts from it\n"));
         CHECK(epoch_metrics(report).back()["grad_tools.lr"].get<double>() == 0.02);
     }

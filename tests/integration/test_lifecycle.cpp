@@ -202,7 +202,7 @@ TEST_CASE("a state hook that fails without a message is still named, saving and 
     REQUIRE(std::filesystem::exists(dir.path() / "outer.safetensors"));
     auto resume = run_trainhost({"--config", config, loads, "--resume", "outer.safetensors"}, in_dir);
     CHECK(resume.exit_code == 1);
-    CHECK_THAT(resume.err, Contains("error: outer.safetensors: plugin 'test_bare_silent_load_state' refused its saved "
+    CHECK_THAT(resume.err, Contains("error: --resume outer.safetensors: plugin 'test_bare_silent_load_state' refused its saved "
                                     "state: load_state failed without a message\n"));
 }
 

@@ -254,7 +254,7 @@ TEST_CASE("an lr_scheduler state with an unknown interval or an impossible lengt
             trainhost::checkpoint::write_checkpoint(path, bytes.as_state_of("lr_scheduler", saved));
             auto run = run_trainhost({"--config", config, plugins, "--resume", path.string()});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + path.string() + ": plugin 'lr_scheduler' refused its saved state: " +
+            CHECK_THAT(run.err, Contains("error: --resume " + path.string() + ": plugin 'lr_scheduler' refused its saved state: " +
                                          message + "\n"));
         }
     }

@@ -208,7 +208,7 @@ TEST_CASE("reduce_lr_on_plateau refuses a monitor that never comes and a forged 
             DYNAMIC_SECTION(message) {
                 auto run = resume(bytes);
                 CHECK(run.exit_code == 1);
-                CHECK(run.err == "error: " + path.string() + ": plugin 'reduce_lr_on_plateau' refused its saved state: " +
+                CHECK(run.err == "error: --resume " + path.string() + ": plugin 'reduce_lr_on_plateau' refused its saved state: " +
                                      message + "\n");
             }
         }

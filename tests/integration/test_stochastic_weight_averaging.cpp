@@ -338,7 +338,7 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
         trainhost::checkpoint::write_checkpoint(path, state.as_state_of("stochastic_weight_averaging", saved));
         return run_trainhost({"--config", config.string(), kPlugins, "--resume", path.string()});
     };
-    const std::string refused = "error: " + path.string() + ": plugin 'stochastic_weight_averaging' refused its saved state: ";
+    const std::string refused = "error: --resume " + path.string() + ": plugin 'stochastic_weight_averaging' refused its saved state: ";
     for (const auto& [name, state, message] : std::vector<std::tuple<std::string, forged_checkpoint::StateBytes, std::string>>{
              {"applied twice", header(1, 0, 0, 0, 0.1, 2, 4), "saved state says an average of 1 epoch(s) was applied 2 times"},
              {"nothing applied", header(0, -1, -1, -1, 0.1, 1, 0),

@@ -151,7 +151,7 @@ TEST_CASE("a resumed timer has only the time its checkpoint left, and refuses a 
         DYNAMIC_SECTION("a forged state of " << shown << " seconds") {
             auto rest = resume(seconds);
             CHECK(rest.exit_code == 1);
-            CHECK(rest.err == "error: " + path.string() + ": plugin 'timer' refused its saved state: saved state has " +
+            CHECK(rest.err == "error: --resume " + path.string() + ": plugin 'timer' refused its saved state: saved state has " +
                                   shown + " seconds of training used\n");
         }
     }
