@@ -177,18 +177,23 @@ public:
     // saves nothing, which a user learns only when looking for the file after the run.
     // The same where no epoch that saves had a validation (check_val_every_n_epoch).
     void on_fit_end(Context& ctx) override {
-        if (ranked_saves_ > 0 || unranked_saves_ + waited_saves_ == 0) return;
         const auto interval = ctx.state().check_val_every_n_epoch;
+        const std::string no_validation =
+            validation_.validated_in_fit()
+                ? std::string()
+                : "; no validation ran: is there a validation split, " +
+                      (interval > 1 ? "limit_val_batches not 0, and " + std::to_string(interval) +
+                                          " epochs (check_val_every_n_epoch)"
+                                    : std::string("and limit_val_batches not 0")) +
+                      "?";
+        if (filename_waits_ > 0 && !validation_.validated_in_fit())
+            ctx.warn("no checkpoint named by the filename's '" + filename_waiting_for_ + "' was written in this fit (" +
+                     std::to_string(filename_waits_) + " save(s) skipped)" + no_validation);
+        if (ranked_saves_ > 0 || unranked_saves_ + waited_saves_ == 0) return;
         ctx.warn("no checkpoint ranked by '" + monitor_ + "' was written in this fit: " +
                  (unranked_saves_ > 0 ? "it never appeared" : "no epoch that saves had a validation") + " (" +
                  std::to_string(unranked_saves_ + waited_saves_) + " save(s) skipped)" +
-                 (monitor_.starts_with("val_") && !validation_.validated_in_fit()
-                      ? "; no validation ran: is there a validation split, " +
-                            (interval > 1 ? "limit_val_batches not 0, and " + std::to_string(interval) +
-                                                " epochs (check_val_every_n_epoch)"
-                                          : std::string("and limit_val_batches not 0")) +
-                            "?"
-                      : ""));
+                 (monitor_.starts_with("val_") ? no_validation : std::string()));
     }
 
     // save_last writes at every epoch end, a scheduled save or not, as Lightning's: what
@@ -318,6 +323,16 @@ private:
             if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
             return;
         }
+        // Likewise a filename's val_* field (Lightning writes 0 there, a name that then
+        // ranks as no score); any other missing field fails the fit below, naming it.
+        if (const std::string waiting = absent_validation_field(ctx, state); !waiting.empty()) {
+            if (filename_waits_++ == 0)
+                ctx.warn("the filename's '" + waiting +
+                         "' is not there before the first validation; saves until then are skipped");
+            filename_waiting_for_ = waiting;
+            if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
+            return;
+        }
         if (!monitor_.empty()) {
             score = ctx.named_metric(monitor_, "monitored metric");
             maximize = maximize_;
@@ -407,6 +422,18 @@ private:
             return maximize ? a.score < b.score : a.score > b.score;
         });
     }
+    // The first val_* field of the filename whose metric is not there yet, before the
+    // fit's first validation; empty when none is.
+    [[nodiscard]] std::string absent_validation_field(Context& ctx, const trainhost::sdk::TrainState& state) const {
+        if (validation_.validated_in_fit()) return {};
+        std::string waiting;
+        (void)expand_filename(filename_, insert_names_, state.epoch, state.global_step, [&](const std::string& key) {
+            if (waiting.empty() && key.starts_with("val_") && !ctx.metric(key)) waiting = key;
+            return 0.0;
+        });
+        return waiting;
+    }
+
     [[nodiscard]] const Kept& best() const {
         return *std::max_element(kept_.begin(), kept_.end(), [&](const Kept& a, const Kept& b) {
             return maximize_ ? a.score < b.score : a.score > b.score;
@@ -422,6 +449,8 @@ private:
     std::uint64_t unranked_saves_ = 0;  // skipped for want of the monitored metric
     std::uint64_t waited_saves_ = 0;    // epoch saves skipped for want of a validation in the epoch
     std::uint64_t ranked_saves_ = 0;    // ranked by the monitored metric
+    std::uint64_t filename_waits_ = 0;  // skipped for want of a filename's val_* metric
+    std::string filename_waiting_for_;
     std::string monitor_;
     bool maximize_;
     std::int64_t top_k_;

@@ -94,6 +94,35 @@ TEST_CASE("step-based saves that monitor a validation metric skip the steps befo
     CHECK_THAT(run.err, !Contains("no checkpoint ranked by"));  // a validation came later
 }
 
+TEST_CASE("a filename's validation metric skips the step saves before the first validation, and says so when none "
+          "came", "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string text =
+        tiny_config(2, checkpoint_table(ckpt, "filename = \"{epoch}-{val_loss:.3f}\"\nsave_top_k = -1\n"
+                                              "every_n_train_steps = 1\n"));
+    auto run = run_trainhost({"--config", dir.write("run.toml", text).string()});
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    const std::string warning = "warning: [checkpoint] the filename's 'val_loss' is not there before the first "
+                                "validation; saves until then are skipped\n";
+    CHECK(run.err.find(warning) != std::string::npos);
+    CHECK(run.err.find(warning) == run.err.rfind(warning));  // once
+    // Steps 3 and 4, after epoch 1's validation.
+    const auto files = files_in(ckpt);
+    REQUIRE(files.size() == 3);
+    CHECK(files[0].starts_with("epoch=1-val_loss="));
+    CHECK(files[2] == "last.safetensors");
+    CHECK_THAT(run.err, !Contains("no checkpoint named by"));
+    std::string no_split = text;
+    no_split.replace(no_split.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+    run = run_trainhost({"--config", dir.write("none.toml", no_split).string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("warning: [checkpoint] no checkpoint named by the filename's 'val_loss' was written in "
+                                 "this fit (6 save(s) skipped); no validation ran: is there a validation split, and "
+                                 "limit_val_batches not 0?\n"));
+}
+
 // Lightning's rule: a top-k file's own state already lists it, so a resume from it
 // goes on ranking it and deletes it once it drops out; its best score is its own.
 TEST_CASE("a resume from a top-k file keeps ranking it, deletes it when it drops out and keeps its best score",
