@@ -27,10 +27,11 @@ void Session::load_data() {
     } else {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         // Named as the directory it is, with where it came from: "file not found" for
-        // its first file would leave the user looking for one file. Any other fault (a
-        // parent that cannot be searched) is left to the reader, which names it.
+        // its first file would leave the user looking for one file. A config error (exit
+        // 1), as a misspelt path is; any other fault (a parent that cannot be searched,
+        // a damaged file) is left to the reader, which names it.
         if (std::error_code ec; std::filesystem::status(dir, ec).type() == std::filesystem::file_type::not_found)
-            throw data::DataError(
+            throw ConfigError(
                 spec.path.empty()
                     ? fmt::format("{}: directory not found (the default [data] path: install Debian's "
                                   "dataset-fashion-mnist, or set [data] path in {})",
