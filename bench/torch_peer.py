@@ -25,7 +25,11 @@ import gzip
 import pathlib
 import statistics
 import time
-import tomllib
+
+try:
+    import tomllib  # Python 3.11 on
+except ModuleNotFoundError:  # an older Python, as a GPU image may ship with torch
+    import tomli as tomllib
 
 import numpy as np
 import torch

@@ -116,7 +116,7 @@ th_env=(env "LD_LIBRARY_PATH=$library_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 within_budget "[cuda] tests" "${th_env[@]}" build-gpu/tests/trainhost_tests "[cuda]" -r compact >"$logs/cuda_tests.log" 2>&1 ||
   fail "[cuda] tests (cuda_tests.log)"
 grep -q "no CUDA device" "$logs/cuda_tests.log" && fail "[cuda] tests skipped on a GPU machine"
-grep -q "Fashion-MNIST is not installed" "$logs/cuda_tests.log" && fail "[cuda] CNN test skipped: no Fashion-MNIST"
+grep -q "Fashion-MNIST is not installed" "$logs/cuda_tests.log" && fail "[cuda] tests skipped: no Fashion-MNIST"
 log "[cuda] tests: $(grep -v '^$' "$logs/cuda_tests.log" | tail -1)"
 grep -E "FAILED|failed" "$logs/cuda_tests.log" | head -20 | tee -a "$summary"
 

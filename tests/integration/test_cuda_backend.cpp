@@ -24,6 +24,13 @@ bool no_gpu(const test_support::RunResult& run) {
     return false;
 }
 
+bool no_fashion_mnist(std::string_view what) {
+    if (std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz"))
+        return false;
+    WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); " << what << " not run");
+    return true;
+}
+
 nlohmann::json report(const TempDir& dir, const std::string& name) {
     return nlohmann::json::parse(test_support::read_file(dir.path() / name));
 }
@@ -70,10 +77,7 @@ TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]"
 // Every cuDNN path and the fused dense pass in one fit: convolutions, a relu and a
 // max pooling after each, then dense + relu fused, on real images.
 TEST_CASE("a small CNN fit on the GPU matches the CPU, epoch by epoch", "[cuda]") {
-    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); CNN not run");
-        return;
-    }
+    if (no_fashion_mnist("CNN")) return;
     TempDir dir;
     std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist_cnn.toml");
     config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.25\nlimit = 1024\ntest = false");
@@ -176,6 +180,7 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
 // A plugin reads the batch's outputs out of device memory (ABI 1.5), and predict mode
 // writes them: both agree with the GPU fit's own accuracy, as on the CPU.
 TEST_CASE("batch outputs read from the GPU and written as predictions agree with the fit's accuracy", "[cuda]") {
+    if (no_fashion_mnist("batch outputs")) return;
     TempDir dir;
     const std::string model = "[model]\nloss = \"cross_entropy\"\nlayers = [ { type = \"flatten\" }, { type = "
                               "\"dense\", units = 16 }, { type = \"relu\" }, { type = \"dense\", units = 10 } ]\n";
