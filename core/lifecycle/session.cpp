@@ -1,6 +1,7 @@
 #include "lifecycle/session.hpp"
 #include "lifecycle/fit_state.hpp"
 
+#include "config/table_reader.hpp"
 #include "device/device_registry.hpp"
 #include "errors.hpp"
 #include "kernels/cpu/threads.hpp"
@@ -318,8 +319,12 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
             enter(Phase::create);
             try {
                 instances_.back()->create();
-            } catch (const ConfigError& e) {  // an option value the plugin refused: name the file to fix
-                throw ConfigError(fmt::format("{}: {}", options_.config.file.string(), e.what()));
+            } catch (const ConfigError& e) {  // an option value the plugin refused: name the table to fix
+                throw ConfigError(fmt::format("{}: {}",
+                                              table == options_.config.plugin_tables.end()
+                                                  ? options_.config.file.string()
+                                                  : config::source_position(options_.config.file, table->second->source()),
+                                              e.what()));
             }
             enter(Phase::core);
         }

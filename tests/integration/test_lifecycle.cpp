@@ -296,7 +296,7 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
             auto config = dir.write("run.toml", tiny_config(1, "\n[plugins." + plugin + "]\n" + options + "\n"));
             auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, EndsWith("error: " + config.string() + ": [plugins." + plugin + "]: the plugin refused its "
+            CHECK_THAT(run.err, EndsWith("error: " + config.string() + ":20:1: [plugins." + plugin + "]: the plugin refused its "
                                          "options: " + message + "\n"));
             CHECK_THAT(run.out, !Contains("epoch 1"));
         }

@@ -53,7 +53,7 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
         auto config = dir.write("run.toml", tiny_config(2, "\n[plugins." + plugin + "]\n" + options + "\n"));
         auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
         CHECK(run.exit_code == 1);
-        CHECK_THAT(run.err, Contains(config.string() + ": [plugins." + plugin + "]: the plugin refused its options: " + message));
+        CHECK_THAT(run.err, Contains(config.string() + ":20:1: [plugins." + plugin + "]: the plugin refused its options: " + message));
         CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
         CHECK_FALSE(std::filesystem::exists(dir.path() / "ck"));
         CHECK_FALSE(std::filesystem::exists(dir.path() / "out"));

@@ -269,7 +269,7 @@ TEST_CASE("metrics_logger and memory_monitor refuse option values they cannot us
             auto config = dir.write("run.toml", tiny_config(1, "\n[plugins." + c.plugin + "]\n" + c.options + "\n"));
             auto run = run_trainhost({"--config", config.string(), "--plugins=" + c.plugin});
             CHECK(run.exit_code == 1);
-            CHECK_THAT(run.err, Contains("error: " + config.string() + ": [plugins." + c.plugin +
+            CHECK_THAT(run.err, Contains("error: " + config.string() + ":20:1: [plugins." + c.plugin +
                                          "]: the plugin refused its options: " + c.message + "\n"));
         }
     }

@@ -333,7 +333,7 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
             INFO(options);
             auto run = run_pruning(dir, 1, options);
             CHECK(run.result.exit_code == 1);
-            CHECK_THAT(run.result.err, Contains(".toml: [plugins.pruning]: the plugin refused its options: " + message));
+            CHECK_THAT(run.result.err, Contains(": [plugins.pruning]: the plugin refused its options: " + message));
         }
     }
     SECTION("a model without parameters: the fit fails at setup") {
