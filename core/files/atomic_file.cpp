@@ -6,13 +6,30 @@
 #include <fmt/format.h>
 #include <stdexcept>
 #include <unistd.h>
+#include <utility>
 
 namespace trainhost::files {
 
 namespace fs = std::filesystem;
 
 namespace {
-constexpr int kTemporaryNameTries = 99;
+
+// Closes the temporary file on every way out but the one that checks close's own result.
+class OpenFile {
+public:
+    explicit OpenFile(int fd) noexcept : fd_(fd) {}
+    ~OpenFile() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    OpenFile(const OpenFile&) = delete;
+    OpenFile& operator=(const OpenFile&) = delete;
+    [[nodiscard]] int fd() const noexcept { return fd_; }
+    [[nodiscard]] int close() noexcept { return ::close(std::exchange(fd_, -1)); }
+
+private:
+    int fd_;
+};
+
 }  // namespace
 
 void write_atomically(const fs::path& file, std::string_view temporary_suffix,
@@ -23,12 +40,18 @@ void write_atomically(const fs::path& file, std::string_view temporary_suffix,
     // earlier crashed run's, or another output of this run named so), so the next
     // free name with a number after the suffix is taken instead.
     int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    for (int next = 1; fd < 0 && errno == EEXIST && next <= kTemporaryNameTries; ++next) {
+    for (int next = 1; fd < 0 && errno == EEXIST && next <= kMostTemporaryNumber; ++next) {
         temporary = file;
         temporary += fmt::format("{}.{}", temporary_suffix, next);
         fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     }
+    if (fd < 0 && errno == EEXIST)
+        throw std::runtime_error(fmt::format("cannot create a temporary file beside {}: {}{} and {}{}.1 to .{} are all "
+                                             "taken",
+                                             file.string(), file.filename().string(), temporary_suffix,
+                                             file.filename().string(), temporary_suffix, kMostTemporaryNumber));
     if (fd < 0) throw std::runtime_error(fmt::format("cannot create {}: {}", temporary.string(), std::strerror(errno)));
+    OpenFile open_file(fd);
     // errno first: removing the temporary file may change it.
     const auto failure = [&](const std::string& what) {
         const std::string reason = std::strerror(errno);
@@ -37,22 +60,16 @@ void write_atomically(const fs::path& file, std::string_view temporary_suffix,
         return std::runtime_error(fmt::format("cannot {}: {}", what, reason));
     };
     const std::string write_temporary = "write " + temporary.string();
-    const auto close_after = [&](const std::string& what) {
-        const int saved = errno;
-        ::close(fd);
-        errno = saved;
-        return failure(what);
-    };
     for (std::string_view part : parts) {
         while (!part.empty()) {
             const ssize_t written = ::write(fd, part.data(), part.size());
             if (written < 0 && errno == EINTR) continue;
-            if (written < 0) throw close_after(write_temporary);
+            if (written < 0) throw failure(write_temporary);
             part.remove_prefix(static_cast<std::size_t>(written));
         }
     }
-    if (::fsync(fd) != 0) throw close_after(write_temporary);
-    if (::close(fd) != 0) throw failure(write_temporary);
+    if (::fsync(fd) != 0) throw failure(write_temporary);
+    if (open_file.close() != 0) throw failure(write_temporary);
     if (::rename(temporary.c_str(), file.c_str()) != 0) throw failure(fmt::format("rename {} to {}", temporary.string(), file.string()));
     // The rename is durable only once the directory entry is.
     const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");

@@ -9,10 +9,14 @@
 
 namespace trainhost::files {
 
-// The temporary file is `file` + `temporary_suffix`, or, where a file is already there
-// (never replaced), that name with ".1", ".2", ... after it. Throws std::runtime_error naming
-// the file and the system's reason ("cannot write out.json.tmp: No space left on
-// device"); the temporary file is gone by then.
+// The most a temporary name's number goes to: a name needs up to 3 bytes more than
+// `file` + `temporary_suffix` (".99").
+inline constexpr int kMostTemporaryNumber = 99;
+
+// The temporary file is `file` + `temporary_suffix`, or, where a file is already
+// there (never replaced), that name with ".1", ".2", ... ".99" after it. Throws
+// std::runtime_error naming the file and the system's reason ("cannot write
+// out.json.tmp: No space left on device"); the temporary file is gone by then.
 void write_atomically(const std::filesystem::path& file, std::string_view temporary_suffix,
                       std::initializer_list<std::string_view> parts);
 

@@ -385,11 +385,11 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     enter(Phase::core);
     settle_devices(record, free_at_start);
     record.final_metrics.insert(metrics_.begin(), metrics_.end());
-    // A signal after the fit's last check, in fit_end, teardown or destroy: what the fit
-    // made stands, but the run ends with it, as after any interrupt, not with the next fit.
+    // A signal after the fit's last check (the test evaluation, fit_end, teardown,
+    // destroy): what the fit made stands, but the run ends with it, as after any
+    // interrupt, not with the next fit.
     if (const int signal_number = pending_interrupt(); signal_number != 0 && record.failure.empty()) {
-        record.failure = fmt::format("interrupted by {} in fit {} after its {} ended (in fit_end, teardown or destroy): "
-                                     "its results stand",
+        record.failure = fmt::format("interrupted by {} in fit {} after its {} ended: its results stand",
                                      interrupt_name(signal_number), index + 1,
                                      options_.config.mode == "predict" ? "predict passes" : "training");
         record.failure_exit = kExitInterrupted;

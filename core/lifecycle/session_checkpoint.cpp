@@ -501,8 +501,11 @@ void Session::restore_accumulated_gradients(const checkpoint::CheckpointData& da
 // and the rest of the epoch would train some twice and others never. Files from
 // before these keys are taken as they are.
 void Session::refuse_other_epoch_order(const checkpoint::CheckpointData& data, const std::string& file) {
-    // Nothing of the epoch trained yet (a plugin's save at epoch_start): any order is its own.
-    if (data.meta("trainer.batches_done") == nullptr || meta_number(data, "trainer.batches_done", file) == 0) return;
+    // Nothing of the epoch trained yet (a plugin's save at epoch_start), or nothing left
+    // to train (a save at its last batch): no remaining samples to differ.
+    if (data.meta("trainer.batches_done") == nullptr) return;
+    if (const std::uint64_t done = meta_number(data, "trainer.batches_done", file); done == 0 || done >= training_batches())
+        return;
     const config::DataSpec& now = options_.config.data;
     const std::string consequence = "the epoch's remaining samples would not be those the saved run had left";
     const auto refuse = [&](std::string_view setting, const auto& saved, const auto& resumed) {

@@ -17,8 +17,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// What a file not written in place is first written as, then renamed from.
+// What a file not written in place is first written as, then renamed from; the most
+// it may be, where earlier temporary files are in the way.
 constexpr std::string_view kTemporarySuffix = ".tmp";
+const std::string kLongestTemporarySuffix = fmt::format("{}.{}", kTemporarySuffix, files::kMostTemporaryNumber);
 
 // The file an output goes to: a symbolic link the user keeps (latest.json -> run-7.json)
 // is followed to the file it names, which is then removed at the start and replaced at
@@ -136,13 +138,14 @@ std::string unwritable_reason(const fs::path& given, const std::vector<std::pair
     // the output only at the run's end.
     const std::size_t name = file.filename().string().size();
     if (const long name_max = ::pathconf(parent.c_str(), _PC_NAME_MAX);
-        name_max > 0 && name + kTemporarySuffix.size() > static_cast<std::size_t>(name_max))
+        name_max > 0 && name + kLongestTemporarySuffix.size() > static_cast<std::size_t>(name_max))
         return name > static_cast<std::size_t>(name_max)
                    ? fmt::format("file name too long: {} bytes (names in {} hold {} at most)", name, parent.string(),
                                  name_max)
-                   : fmt::format("file name too long: {} bytes with the {} suffix it is first written under (names in "
-                                 "{} hold {} at most)",
-                                 name + kTemporarySuffix.size(), kTemporarySuffix, parent.string(), name_max);
+                   : fmt::format("file name too long: {} bytes with the {} suffix it may be first written under "
+                                 "(names in {} hold {} at most)",
+                                 name + kLongestTemporarySuffix.size(), kLongestTemporarySuffix, parent.string(),
+                                 name_max);
     // access() answers yes to root everywhere, and knows nothing of a read-only mount or
     // a directory such as /proc: a file made and removed there tells, before the run
     // whose report would otherwise be lost at its end.

@@ -170,6 +170,12 @@ TEST_CASE("a resume within an epoch in another batch_size, shuffle, seed or samp
             "files changed)",
             "data");
     CHECK(resumed_with("batch_size = 16", "batch_size = 16").exit_code == 0);
+    // Saved at the epoch's last batch: none of its samples are left, so another seed only warns.
+    REQUIRE(run_trainhost({"--config", dir.write("first.toml", text).string(), "--max-steps", "2"}).exit_code == 0);
+    REQUIRE(*trainhost::checkpoint::read_checkpoint(last).meta("trainer.epoch_complete") == "0");
+    auto run = resumed_with("seed = 7", "seed = 8");
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("saved with seed 7, resuming with seed 8"));
 }
 
 TEST_CASE("a checkpoint that --weights cannot read is named with the option", "[checkpoint]") {

@@ -43,9 +43,10 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
             return;
         }
         const std::string most = std::to_string(name_max);
-        const auto fits = dir.path() / (std::string(static_cast<std::size_t>(name_max) - 5, 'r') + ".json");
-        refused(fits, "file name too long: " + std::to_string(name_max + 4) + " bytes with the .tmp suffix it is first "
-                      "written under (names in " + dir.path().string() + " hold " + most + " at most)");
+        // .tmp.99: the longest temporary name, where earlier temporary files are in the way.
+        const auto fits = dir.path() / (std::string(static_cast<std::size_t>(name_max) - 7, 'r') + ".json");
+        refused(fits, "file name too long: " + std::to_string(name_max + 5) + " bytes with the .tmp.99 suffix it may be "
+                      "first written under (names in " + dir.path().string() + " hold " + most + " at most)");
         const auto too_long = dir.path() / (std::string(static_cast<std::size_t>(name_max), 'r') + ".json");
         refused(too_long, "file name too long: " + std::to_string(name_max + 5) + " bytes (names in " +
                               dir.path().string() + " hold " + most + " at most)");
