@@ -371,7 +371,14 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
         record_leaks(ledger_->end_scope(TH_SCOPE_FIT, "teardown", policy));
     for (auto it = instances_.rbegin(); it != instances_.rend(); ++it) {
         enter(Phase::destroy);
-        (*it)->destroy();
+        if (const std::string thrown = (*it)->destroy(); !thrown.empty()) {
+            std::string failure = fmt::format("plugin '{}' failed in destroy: {}", (*it)->name(), thrown);
+            err_ << "error: " << failure << '\n';
+            if (record.failure.empty()) {
+                record.failure = std::move(failure);
+                record.failure_exit = kExitTraining;
+            }
+        }
         // The owner is gone: whatever it still holds is reclaimed whatever the policy.
         record_leaks(ledger_->end_owner((*it)->owner(), TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::warn));
     }

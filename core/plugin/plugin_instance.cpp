@@ -69,7 +69,7 @@ PluginInstance::PluginInstance(std::shared_ptr<PluginLibrary> library, HostServi
 }
 
 PluginInstance::~PluginInstance() {
-    destroy();
+    (void)destroy();  // what it threw, where destroy() was not called first, has no fit left to fail
     host_.services = nullptr;
     host_.declared_writes.reset();
     host_.last_error = std::string();
@@ -123,10 +123,13 @@ void PluginInstance::create() {
     if (status != TH_OK || instance == nullptr) {
         // A refusal that still made an instance is destroyed, as every created one is;
         // not one whose create threw, which may be half made.
-        if (instance != nullptr && thrown.empty()) entry().destroy(instance);
+        std::string destroy_thrown;
+        if (instance != nullptr && thrown.empty()) destroy_thrown = destroy_created(instance);
+        report_foreign_thread_calls();  // also those made from its destroy
         std::string message = thrown.empty() ? message_of(result) : thrown;
         if (message.empty())
             message = status == TH_OK ? "create() returned no instance" : "create() failed without a message";
+        if (!destroy_thrown.empty()) message += fmt::format(" (and then its destroy {})", destroy_thrown);
         if (status == TH_INVALID_ARGUMENT)
             throw ConfigError(fmt::format("[plugins.{}]: the plugin refused its options: {}", name(), message));
         throw PluginLoadError(fmt::format("plugin '{}' refused to start: {}", name(), message));
@@ -181,16 +184,31 @@ HookOutcome PluginInstance::load_state(const void* bytes, std::uint64_t size) no
     return outcome;
 }
 
-void PluginInstance::destroy() noexcept {
-    if (instance_ == nullptr) return;
+std::string PluginInstance::destroy() noexcept {
+    if (instance_ == nullptr) return {};
     void* instance = instance_;
     instance_ = nullptr;
+    std::string thrown = destroy_created(instance);
+    report_foreign_thread_calls();
+    return thrown;
+}
+
+// A bare C plugin's destroy that lets an exception cross the ABI is caught, as from any
+// other call; an SDK plugin's destructor that throws ends the process inside the
+// plugin's own noexcept trampoline, where only the terminate handler can name it.
+std::string PluginInstance::destroy_created(void* instance) noexcept {
+    std::string thrown;
     g_destroying = name();
     const std::terminate_handler previous = std::set_terminate(&plugin_destructor_threw);
-    entry().destroy(instance);
+    (void)call_plugin(
+        [&] {
+            entry().destroy(instance);
+            return TH_OK;
+        },
+        thrown);
     std::set_terminate(previous);
     g_destroying = {};
-    report_foreign_thread_calls();
+    return thrown;
 }
 
 void PluginInstance::report_foreign_thread_calls() noexcept {

@@ -36,7 +36,9 @@ public:
     [[nodiscard]] HookOutcome save_state() noexcept;
     [[nodiscard]] HookOutcome load_state(const void* bytes, std::uint64_t size) noexcept;
     // Idempotent; runs the plugin's destroy exactly once for a created instance.
-    void destroy() noexcept;
+    // Returns what a destroy that threw across the C ABI threw ("threw a C++ exception
+    // across the C ABI: ..."), empty when it returned.
+    [[nodiscard]] std::string destroy() noexcept;
 
     [[nodiscard]] const th_plugin_entry& entry() const noexcept { return library_->entry(); }
     [[nodiscard]] std::string_view name() const noexcept { return library_->name(); }
@@ -47,6 +49,7 @@ private:
     // Host calls the plugin made from its other threads since the last boundary,
     // refused as they came, recorded as one misuse here, on the hooks' thread.
     void report_foreign_thread_calls() noexcept;
+    [[nodiscard]] std::string destroy_created(void* instance) noexcept;
 
     std::shared_ptr<PluginLibrary> library_;
     OptionValues options_;

@@ -186,11 +186,17 @@ std::string test_abi_handshake(TestContext& c) {
 std::string test_create_destroy(TestContext& c) {
     ValidationHost host;
     for (const char* when : {"cold", "warm"}) {
+        std::unique_ptr<plugin::PluginInstance> instance;
         try {
-            auto leaks = host.destroy(host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr));
-            if (!leaks.empty()) return fmt::format("{}: {}", when, leak_with_fix(leaks.front()));
+            instance = host.create(c.library, c.plugin_table ? &*c.plugin_table : nullptr);
         } catch (const std::exception& e) {
             return fmt::format("{} create failed: {}", when, e.what());
+        }
+        try {
+            auto leaks = host.destroy(std::move(instance));
+            if (!leaks.empty()) return fmt::format("{}: {}", when, leak_with_fix(leaks.front()));
+        } catch (const std::exception& e) {
+            return fmt::format("{}: {}", when, e.what());
         }
     }
     return {};

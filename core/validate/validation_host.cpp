@@ -2,6 +2,8 @@
 
 #include "plugin/plugin_options.hpp"
 
+#include <stdexcept>
+
 namespace trainhost::validate {
 
 ValidationHost::ValidationHost() {
@@ -102,9 +104,11 @@ std::string ValidationHost::run_fit(plugin::PluginInstance& instance, std::uint3
 std::vector<resources::Leak> ValidationHost::destroy(std::unique_ptr<plugin::PluginInstance> instance) {
     const auto owner = instance->owner();
     ledger_->set_position(resources::Phase::destroy, {});
-    instance->destroy();
+    const std::string thrown = instance->destroy();
     ledger_->set_position(resources::Phase::core, {});
-    return ledger_->end_owner(owner, TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::fail);
+    auto leaks = ledger_->end_owner(owner, TH_SCOPE_PLUGIN, "destroy", resources::ViolationPolicy::fail);
+    if (!thrown.empty()) throw std::runtime_error("destroy " + thrown);
+    return leaks;
 }
 
 std::vector<unsigned char> ValidationHost::save_state(plugin::PluginInstance& instance, std::string& failure) {

@@ -145,6 +145,22 @@ TEST_CASE("a C++ exception thrown across the C ABI from create is the plugin's r
                      "ABI: no instance today\n");
 }
 
+TEST_CASE("a C++ exception thrown across the C ABI from destroy fails the fit, and the run still ends with its verdict",
+          "[lifecycle][faults]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1)).string();
+    const std::string plugin = test_plugin("test_bare_throws_in_destroy");
+    auto run = run_trainhost({"--config", config, "--repeat", "2", "--plugins=" + plugin});
+    CHECK(run.exit_code == 4);
+    CHECK(run.err == "error: plugin 'test_bare_throws_in_destroy' failed in destroy: threw a C++ exception across the C "
+                     "ABI: no destroy today\n");
+    CHECK_THAT(run.out, Contains("fit 1/2: 1 epoch, ") && Contains(" - failed (exit 4)\nfit 2/2: not run, fit 1 failed\n"));
+    CHECK_THAT(run.last_line(), Contains("resources: clean"));
+    auto validate = run_trainhost({"validate", plugin, "--strictness", "2"});
+    CHECK(validate.exit_code == 1);
+    CHECK_THAT(validate.out, Contains("cold: destroy threw a C++ exception across the C ABI: no destroy today"));
+}
+
 TEST_CASE("a host kept past its instance refuses every call, even as the library is unloaded", "[lifecycle][faults]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1)).string();

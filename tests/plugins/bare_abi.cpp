@@ -9,8 +9,8 @@
 // with a control value the ABI does not define): the host must fail the fit naming
 // the plugin and the hook, and act on neither. Faults a loader cannot see: no_text (no
 // version or description, which list-plugins and inspect show as "(none)"); throws,
-// throws_unknown (not a std::exception) and throws_in_create (a C++ exception across
-// the C ABI, a named failure and never a terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
+// throws_unknown (not a std::exception), throws_in_create and throws_in_destroy (a C++
+// exception across the C ABI, a named failure and never a terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
 // recursion); stale_host (its host kept in a global and called as the library is
 // unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
@@ -62,7 +62,9 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value*, 
     return TH_OK;
 }
 
-void destroy(void*) {}
+void destroy(void*) {
+    if (fault_is("throws_in_destroy")) throw std::runtime_error("no destroy today");
+}
 
 th_status setup(void*, th_host*, th_hook_result* result) {
     if (fault_is("stop_in_setup")) {
