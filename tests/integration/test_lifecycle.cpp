@@ -143,6 +143,11 @@ TEST_CASE("a C++ exception thrown across the C ABI from create is the plugin's r
     CHECK(run.exit_code == 2);
     CHECK(run.err == "error: plugin 'test_bare_throws_in_create' refused to start: threw a C++ exception across the C "
                      "ABI: no instance today\n");
+    // A refusal that made an instance is destroyed; a throw from there adds to the refusal.
+    run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_bare_refuses_then_throws_in_destroy")});
+    CHECK(run.exit_code == 2);
+    CHECK_THAT(run.err, Contains("error: plugin 'test_bare_refuses_then_throws_in_destroy' refused to start: not today "
+                                 "(and then its destroy threw a C++ exception across the C ABI: no destroy today)\n"));
 }
 
 TEST_CASE("a C++ exception thrown across the C ABI from destroy fails the fit, and the run still ends with its verdict",

@@ -9,8 +9,9 @@
 // with a control value the ABI does not define): the host must fail the fit naming
 // the plugin and the hook, and act on neither. Faults a loader cannot see: no_text (no
 // version or description, which list-plugins and inspect show as "(none)"); throws,
-// throws_unknown (not a std::exception), throws_in_create and throws_in_destroy (a C++
-// exception across the C ABI, a named failure and never a terminate); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
+// throws_unknown (not a std::exception), throws_in_create, throws_in_destroy and
+// refuses_then_throws_in_destroy (a C++ exception across the C ABI, a named failure and
+// never a terminate; the last after create refused with an instance made); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
 // recursion); stale_host (its host kept in a global and called as the library is
 // unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
@@ -53,17 +54,22 @@ struct StaleHostCall {
 } g_stale_host_call;
 
 th_status create(const th_host_api* api, th_host* host, const th_option_value*, uint32_t, void** instance,
-                 th_hook_result*) {
+                 th_hook_result* result) {
     if (fault_is("throws_in_create")) throw std::runtime_error("no instance today");
     g_api = api;
     if (fault_is("stale_host")) g_host = host;
     static int token = 0;
     *instance = &token;
+    if (fault_is("refuses_then_throws_in_destroy")) {
+        std::snprintf(result->message, sizeof result->message, "not today");
+        return TH_ERROR;
+    }
     return TH_OK;
 }
 
 void destroy(void*) {
-    if (fault_is("throws_in_destroy")) throw std::runtime_error("no destroy today");
+    if (fault_is("throws_in_destroy") || fault_is("refuses_then_throws_in_destroy"))
+        throw std::runtime_error("no destroy today");
 }
 
 th_status setup(void*, th_host*, th_hook_result* result) {
