@@ -347,6 +347,10 @@ static_assert(kTrainStateBefore19 == 136);
 constexpr std::uint32_t kTrainStateBefore110 = offsetof(th_train_state, fast_dev_run);
 static_assert(kTrainStateBefore110 == 144);
 static_assert(sizeof(th_train_state) == 152);
+// A Context lives for one hook call: one kept as a copy would write its control value
+// into the host's result of a call long over.
+static_assert(!std::is_copy_constructible_v<trainhost::sdk::Context> &&
+              !std::is_move_constructible_v<trainhost::sdk::Context>);
 
 // What an older host does: it copies the state it knows (`known` bytes of it), and says how much.
 template <std::uint32_t known>

@@ -279,10 +279,14 @@ private:
     return text;
 }
 
-// Everything a hook may ask of the host. Valid for the duration of one hook call.
+// Everything a hook may ask of the host. Valid for the duration of one hook call:
+// neither copied nor moved, so that none is kept past it (its result_ is the host's
+// for that call alone). Past it, keep the HostLink, as Context(link, nullptr) shows.
 class Context {
 public:
     Context(HostLink link, th_hook_result* result) noexcept : link_(link), result_(result) {}
+    Context(const Context&) = delete;
+    Context& operator=(const Context&) = delete;
 
     [[nodiscard]] TrainState state() const {
         TrainState s{};
