@@ -218,7 +218,7 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
 void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
     if (live_.find(handle) == nullptr)
         if (const auto reclaimed = reclaimed_.find(handle.id);
-            reclaimed != reclaimed_.end() && reclaimed->second.owner == owner) {
+            reclaimed != reclaimed_.end() && reclaimed->second.owner == owner && !reclaimed->second.owner_ended) {
             if (reclaimed->second.memory && bytes != reclaimed->second.bytes) {
                 std::string detail = fmt::format("release of lease {} as {} bytes; it held {} (reclaimed)", handle.id,
                                                  bytes, reclaimed->second.bytes);
@@ -341,7 +341,8 @@ std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy pol
     std::sort(leaks.begin(), leaks.end(), [](const Leak& a, const Leak& b) { return a.lease.id < b.lease.id; });
     if (policy != ViolationPolicy::ignore) {
         for (const Leak& leak : leaks) {
-            reclaimed_.emplace(leak.lease.id, Reclaimed{leak.lease.owner, is_memory(leak.lease.kind), leak.lease.bytes_requested});
+            reclaimed_.emplace(leak.lease.id,
+                               Reclaimed{leak.lease.owner, is_memory(leak.lease.kind), leak.lease.bytes_requested});
             count_out(leak.lease);
             live_.erase(leak.lease.slot);
             free_upstream(leak.lease);
@@ -358,9 +359,15 @@ std::vector<Leak> Ledger::end_scope(th_scope scope, std::string_view boundary, V
 }
 
 std::vector<Leak> Ledger::end_owner(OwnerId owner, th_scope widest, std::string_view boundary, ViolationPolicy policy) {
-    if (usage_.at(owner).leases == 0) return {};
-    return collect(boundary, policy, LeakRule::owner_end,
-                   [&](const LeaseRecord& lease) { return lease.owner == owner && lease.scope <= widest; });
+    std::vector<Leak> leaks;
+    if (usage_.at(owner).leases > 0)
+        leaks = collect(boundary, policy, LeakRule::owner_end,
+                        [&](const LeaseRecord& lease) { return lease.owner == owner && lease.scope <= widest; });
+    // The instance that could still give these back late is gone: a release of one now
+    // comes from another instance under the same name (a later fit's), a use after reclaim.
+    for (auto& [id, reclaimed] : reclaimed_)
+        if (reclaimed.owner == owner) reclaimed.owner_ended = true;
+    return leaks;
 }
 
 std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_view boundary, ViolationPolicy policy) {

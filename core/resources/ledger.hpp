@@ -153,6 +153,7 @@ private:
         OwnerId owner;
         bool memory;
         std::uint64_t bytes;
+        bool owner_ended = false;  // its instance destroyed: no late release can come from it
     };
     std::unordered_map<std::uint64_t, Reclaimed> reclaimed_;  // by lease id, until the owner releases it
     // Who released the latest leases, so a handle to another owner's released lease is

@@ -131,6 +131,13 @@ TEST_CASE("the owner's first release of a reclaimed lease is no misuse, a second
         REQUIRE(ledger.misuses().size() == 1);
         CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
     }
+    SECTION("once alice's instance ended, a release under her name is a later instance's: a use after reclaim") {
+        // A handle kept in a global by fit 1's instance, released by fit 2's.
+        CHECK(ledger.end_owner(alice, TH_SCOPE_PLUGIN, "destroy", ViolationPolicy::warn).empty());
+        CHECK_THROWS_WITH(ledger.release(alice, handle, 128), Catch::Contains("which the core reclaimed"));
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::use_after_reclaim);
+    }
 }
 
 TEST_CASE("scope boundaries find exactly the leases of that scope or narrower", "[ledger]") {
