@@ -70,7 +70,7 @@ th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& bo
     if (refused_off_thread(host, what)) return TH_OUT_OF_PHASE;
     if (host->services == nullptr)
         return fail(host, TH_OUT_OF_PHASE,
-                    fmt::format("{} after the plugin instance ended: a handle or Context kept past it (in a global, "
+                    fmt::format("{} after the plugin instance ended: a handle or HostLink kept past it (in a global, "
                                 "say) is dead, and the ledger took back its leases when the instance ended",
                                 what));
     try {

@@ -15,7 +15,7 @@ namespace trainhost::plugin {
 
 namespace {
 
-// A plugin may keep a handle or its Context past its instance, in a global say, and
+// A plugin may keep a handle or its HostLink past its instance, in a global say, and
 // release it when its library is unloaded: for most C++ plugins at exit, after the
 // session is gone. So a th_host is never freed, only retired (services cleared,
 // every call refused), and never reused, so a stale pointer cannot reach a later

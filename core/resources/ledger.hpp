@@ -68,9 +68,10 @@ public:
     [[nodiscard]] th_handle acquire(OwnerId owner, th_resource_kind kind, std::uint64_t bytes, th_scope scope,
                                     std::string tag, device::DeviceIndex device = 0);
     // For memory kinds `bytes` must be the size acquired (a mismatch is a misuse). The
-    // owner's first release of a lease the core reclaimed as a leak is taken as that
-    // leak's late end: already reported, it is no misuse (an RAII holder releases
-    // whatever it holds when it goes); a second is a double free.
+    // owner's first release of a lease the core reclaimed as a leak, while the instance
+    // it was reclaimed from lives, is taken as that leak's late end: already reported,
+    // it is no misuse (an RAII holder releases whatever it holds when it goes); a
+    // second is a double free, and one after end_owner a use after reclaim.
     void release(OwnerId owner, th_handle handle, std::uint64_t bytes);
     void promote(OwnerId owner, th_handle handle, th_scope scope);
     // Makes a memory lease part of a parameter's state: it moves with the model.

@@ -158,15 +158,28 @@ std::string test_abi_handshake(TestContext& c) {
     th_host raw;
     raw.services = &host;
     raw.owner = host.ledger().register_owner(std::string(e.name));
+    // An instance made is destroyed, a refusal's too, as the host does; a throw from
+    // its destroy is named with what came before it.
+    const auto destroyed = [&](void* instance) -> std::string {
+        if (instance == nullptr) return {};
+        try {
+            e.destroy(instance);
+            return {};
+        } catch (const std::exception& thrown) {
+            return fmt::format(" (and then its destroy threw a C++ exception across the C ABI: {})", thrown.what());
+        } catch (...) {
+            return " (and then its destroy threw a C++ exception across the C ABI, not a std::exception)";
+        }
+    };
     const auto attempt = [&](th_host_api api, const char* what) -> std::string {
         th_hook_result result{};
         void* instance = nullptr;
         const th_status status = e.create(&api, &raw, values.data(), values.size(), &instance, &result);
-        if (status == TH_OK && instance != nullptr) {
-            e.destroy(instance);
-            return fmt::format("accepted a host offering {}", what);
-        }
-        if (result.message[0] == '\0') return fmt::format("refused a host offering {} without a message", what);
+        const std::string after = destroyed(instance);
+        if (status == TH_OK && instance != nullptr) return fmt::format("accepted a host offering {}{}", what, after);
+        if (result.message[0] == '\0')
+            return fmt::format("refused a host offering {} without a message{}", what, after);
+        if (!after.empty()) return fmt::format("refused a host offering {}{}", what, after);
         return {};
     };
     th_host_api newer = plugin::host_api();
