@@ -337,14 +337,18 @@ namespace {
 // Where a start checkpoint came from, for the run's lines, and as its errors name it:
 // with the option that gave it, since "last" or a config's dirpath may have chosen it.
 constexpr const char* kPathOf = "trainhost.path";
-constexpr const char* kNamedAs = "trainhost.named_as";
+constexpr const char* kOptionOf = "trainhost.option";
+
+std::string named_as(const checkpoint::CheckpointData& data) {
+    return fmt::format("{} {}", data.metadata.at(kOptionOf), data.metadata.at(kPathOf));
+}
 
 std::optional<checkpoint::CheckpointData> read_start_checkpoint(std::string_view option,
                                                                 const std::filesystem::path& file) {
     try {
         checkpoint::CheckpointData data = checkpoint::read_checkpoint(file);
         data.metadata[kPathOf] = file.string();
-        data.metadata[kNamedAs] = fmt::format("{} {}", option, file.string());
+        data.metadata[kOptionOf] = option;
         return data;
     } catch (const checkpoint::CheckpointError& e) {
         throw checkpoint::CheckpointError(fmt::format("{} {}", option, e.what()));
@@ -368,7 +372,7 @@ void Session::load_start_checkpoint() {
                           "checkpoint's parameters)");
     const std::filesystem::path file = checkpoint_path("--resume", options_.resume);
     resume_ = read_start_checkpoint("--resume", file);
-    const std::string& named = resume_->metadata.at(kNamedAs);
+    const std::string named = named_as(*resume_);
     if (resume_->meta("weights_only") != nullptr && meta_flag(*resume_, "weights_only", named))
         throw ConfigError(fmt::format("{}: a weights-only checkpoint cannot resume training (it has no optimizer state; "
                                       "--weights starts a run from its parameters)",
@@ -378,7 +382,7 @@ void Session::load_start_checkpoint() {
 // Every fit, before setup: the parameters alone; optimizer, counters and plugins start fresh.
 void Session::restore_weights() {
     if (!weights_) return;
-    restore_parameters(*weights_, weights_->metadata.at(kNamedAs));
+    restore_parameters(*weights_, named_as(*weights_));
     if (options_.verbose)
         out_ << fmt::format("parameters from {}\n", weights_->metadata.at(kPathOf));
 }
@@ -535,7 +539,7 @@ void Session::restore_checkpoint() {
     if (!resume_) return;
     const checkpoint::CheckpointData data = std::move(*resume_);
     resume_.reset();
-    const std::string file = data.metadata.at(kNamedAs);  // as errors and warnings name it
+    const std::string file = named_as(data);             // as errors and warnings name it
     const std::string path = data.metadata.at(kPathOf);   // as the run's own lines name it
     FitState& fit = *fit_;
     // Files from before trainer.optimizer was saved are taken as they are.
