@@ -114,6 +114,9 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
          kept_past_instance},
         // its owning buffers outlive the validation's instances: a leak, not a crash
         {"test_pruning_copies", "cache = \"buffers\"", {"ledger_clean"}, kept_past_instance, kept_past_instance},
+        // only the 20th instance's destroy throws: the cycle that showed it is named
+        {"test_bare_throws_in_twentieth_destroy", "", {"create_destroy_cycles"},
+         "cycle 20: destroy threw a C++ exception across the C ABI: no destroy on the 20th"},
         {"test_resource_user", "", {}},
         {"test_batch_outputs", "", {}},  // reads the stand-in batch of driven hooks
         {"test_recorder", "", {}},

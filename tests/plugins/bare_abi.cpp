@@ -11,7 +11,9 @@
 // version or description, which list-plugins and inspect show as "(none)"); throws,
 // throws_unknown (not a std::exception), throws_in_create, throws_in_destroy and
 // refuses_then_throws_in_destroy (a C++ exception across the C ABI, a named failure and
-// never a terminate; the last after create refused with an instance made); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
+// never a terminate; the last after create refused with an instance made);
+// throws_in_twentieth_destroy (sound in all else, a throw that only the 20th instance of
+// a process shows, which validate must name by its cycle); stop_in_setup (TH_STOP_FIT where request_stop is refused: a misuse);
 // save_in_save_state (a checkpoint saved from its own save_state: refused, never a
 // recursion); stale_host (its host kept in a global and called as the library is
 // unloaded, after its instance ended: refused, and the refusal printed); silent_save_state
@@ -23,6 +25,7 @@
 #include <boost/dll/alias.hpp>
 #include <trainhost/abi.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <stdexcept>
@@ -56,6 +59,12 @@ struct StaleHostCall {
 th_status create(const th_host_api* api, th_host* host, const th_option_value*, uint32_t, void** instance,
                  th_hook_result* result) {
     if (fault_is("throws_in_create")) throw std::runtime_error("no instance today");
+    // Sound in all but its destroy, it checks the host as the SDK does.
+    if (fault_is("throws_in_twentieth_destroy") &&
+        (api->struct_size < offsetof(th_host_api, move_model) + sizeof api->move_model || api->abi_major != TH_ABI_MAJOR)) {
+        std::snprintf(result->message, sizeof result->message, "this plugin needs a host speaking ABI 1.x");
+        return TH_ERROR;
+    }
     g_api = api;
     if (fault_is("stale_host")) g_host = host;
     static int token = 0;
@@ -70,6 +79,9 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value*, 
 void destroy(void*) {
     if (fault_is("throws_in_destroy") || fault_is("refuses_then_throws_in_destroy"))
         throw std::runtime_error("no destroy today");
+    static int destroyed = 0;
+    if (fault_is("throws_in_twentieth_destroy") && ++destroyed == 20)
+        throw std::runtime_error("no destroy on the 20th");
 }
 
 th_status setup(void*, th_host*, th_hook_result* result) {
