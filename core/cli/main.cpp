@@ -162,11 +162,15 @@ CLI::Validator a_plugin_name() {
 // found before anything runs, not after a whole run; so is one that names an input of
 // the run. An earlier run's file there is removed, so what a script finds at the path
 // is this run's output or nothing.
+// `inputs_known`: false where the config did not load, so that the data files it
+// names are not among `inputs`; an earlier file there is then removed only where it
+// is a report, never what may be one of them.
 void prepare_output_file(const char* option, const std::string& file,
-                         const std::vector<std::pair<std::string, std::string>>& inputs) {
+                         const std::vector<std::pair<std::string, std::string>>& inputs, bool inputs_known = true) {
     if (file.empty()) return;
     if (const std::string reason = report::unwritable_reason(file, inputs); !reason.empty())
         throw ConfigError(fmt::format("{} {}: {}", option, file, reason));
+    if (!inputs_known && !report::is_report_file(file)) return;
     try {
         report::remove_earlier_output(file);
     } catch (const std::runtime_error& e) {
@@ -542,7 +546,8 @@ int run_command(int argc, char** argv) {
         }
         // Read once (it may be a pipe). A config that does not load fails the run only
         // after the report path is checked and an earlier report removed, as any
-        // failed run; "last" then means the default directory's file.
+        // failed run (a report only: its data files are unknown); "last" then means the
+        // default directory's file.
         std::optional<config::RunConfig> config;
         std::exception_ptr config_error;
         try {
@@ -557,7 +562,7 @@ int run_command(int argc, char** argv) {
                                      {"--resume", checkpoint_input(args.resume, resolving)},
                                      {"--weights", checkpoint_input(args.weights, resolving)}});
         if (config) std::ranges::copy(data_files(*config), std::back_inserter(inputs));
-        prepare_output_file("--report", args.report, inputs);
+        prepare_output_file("--report", args.report, inputs, config.has_value());
         if (config && !config->predict_output.empty()) {
             if (!args.report.empty()) inputs.emplace_back("--report", args.report);
             prepare_output_file("[predict] output", config->predict_output.string(), inputs);

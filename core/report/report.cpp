@@ -1,11 +1,15 @@
 #include "report/report.hpp"
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 namespace trainhost::report {
 
 namespace {
+
+constexpr std::string_view kSchemaFamily = "trainhost.report/";
 
 nlohmann::json metrics_json(const std::map<std::string, double>& metrics) {
     nlohmann::json out = nlohmann::json::object();
@@ -48,7 +52,7 @@ nlohmann::json memory_json(const lifecycle::MemorySnapshot& snapshot) {
 
 std::string to_json(const lifecycle::SessionResult& result, const lifecycle::SessionOptions& options) {
     nlohmann::json root;
-    root["schema"] = "trainhost.report/1";
+    root["schema"] = std::string(kSchemaFamily) + "1";
     root["config"] = options.config.file.string();
     root["seed"] = options.config.seed;
     root["plugins"] = options.plugins;
@@ -105,6 +109,18 @@ std::string to_json(const lifecycle::SessionResult& result, const lifecycle::Ses
     // Plugins supply tags, metric keys and messages: bytes that are not UTF-8 become
     // U+FFFD rather than an exception that would lose the whole report.
     return root.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+bool is_report_file(const std::filesystem::path& file) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(file, ec)) return false;  // a FIFO would block the read
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return false;
+    // No exception: a file that is no JSON, or a document too deep, is simply not a report.
+    const nlohmann::json root = nlohmann::json::parse(in, nullptr, false);
+    if (!root.is_object()) return false;
+    const auto schema = root.find("schema");
+    return schema != root.end() && schema->is_string() && schema->get<std::string>().starts_with(kSchemaFamily);
 }
 
 }  // namespace trainhost::report

@@ -82,6 +82,24 @@ TEST_CASE("a --report path that cannot be written is a usage error before anythi
         }
         CHECK(test_support::read_file(labels) == "not read: refused before");
     }
+    SECTION("a file a config that does not load may name: only an earlier report is removed") {
+        const auto data = dir.path() / "fm";
+        std::filesystem::create_directory(data);
+        const auto images = dir.write("fm/train-images-idx3-ubyte", "the only copy");
+        const auto broken = dir.write("broken.toml", "epochs = x\n[data]\npath = \"" + data.string() + "\"\n").string();
+        const std::string refused = "error: " + broken + ":1:10: invalid TOML: Error while parsing value: could not "
+                                    "determine value type\n";
+        auto run = run_trainhost({"--config", broken, "--report", images.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == refused);
+        CHECK(test_support::read_file(images) == "the only copy");
+        // An earlier run's report still goes, so that no script reads it as this run's.
+        const auto earlier = dir.write("r.json", "{\"schema\": \"trainhost.report/1\", \"exit_code\": 0}\n");
+        run = run_trainhost({"--config", broken, "--report", earlier.string()});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == refused);
+        CHECK_FALSE(std::filesystem::exists(earlier));
+    }
     SECTION("the checkpoint that --resume last or --weights last reads, in the checkpoint plugin's dirpath") {
         const auto kept = dir.path() / "kept";
         std::filesystem::create_directory(kept);
