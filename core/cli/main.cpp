@@ -238,6 +238,18 @@ std::vector<std::string> arguments_for_parse(CLI::App& app, int argc, char** arg
     return arguments;
 }
 
+// CLI11's list of the arguments it did not expect, as given, less the "--" that
+// ends the options (CLI11's own message lists them backwards, as it was handed them).
+std::string stray_arguments(CLI::App& app, const CLI::ExtrasError& error) {
+    std::vector<std::string> stray = app.remaining(true);
+    if (auto marker = std::find(stray.begin(), stray.end(), "--"); marker != stray.end()) stray.erase(marker);
+    if (stray.empty()) return error.what();
+    std::vector<std::string> quoted;
+    for (const std::string& argument : stray) quoted.push_back("'" + printable(argument) + "'");
+    return fmt::format("unexpected argument{} {} (not an option, nor a value an option takes)",
+                       stray.size() == 1 ? "" : "s", fmt::join(quoted, " "));
+}
+
 // The file a --resume or --weights value names, "last" resolved as the run will
 // resolve it.
 std::string checkpoint_input(const std::string& value, const config::RunConfig& config) {
@@ -496,7 +508,7 @@ int run_command(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ExtrasError& e) {
-        std::cerr << "error: " << unexpected_arguments(app, argc, argv).value_or(e.what())
+        std::cerr << "error: " << unexpected_arguments(app, argc, argv).value_or(stray_arguments(app, e))
                   << "\n(run trainhost --help for usage)\n";
         return kExitUsage;
     } catch (const CLI::ParseError& e) {

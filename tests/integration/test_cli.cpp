@@ -134,6 +134,9 @@ TEST_CASE("bad --epochs --max-steps --repeat --seed and --device values exit 1 n
         {{"--max_steps", "3"}, "unknown option '--max_steps'; did you mean '--max-steps'?"},
         {{"-epochs", "3"}, "unknown option '-epochs'; did you mean '--epochs'?"},
         {{"--max-steps", "-1", "--bogus"}, "unknown option '--bogus'"},
+        // as typed, the "--" that ends the options left out
+        {{"first", "second", "--", "third"},
+         "unexpected arguments 'first' 'second' 'third' (not an option, nor a value an option takes)"},
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };

@@ -157,7 +157,7 @@ TEST_CASE("inspect with a missing, empty or extra argument or an unknown flag ex
         {{"inspect"}, "plugin is required"},
         // As --plugins='' is: a slip, not a plugin to look for.
         {{"inspect", ""}, "plugin: needs a plugin name or a path to its .so, not ''"},
-        {{"inspect", "progress", "early_stopping"}, "The following argument was not expected: early_stopping"},
+        {{"inspect", "progress", "early_stopping"}, "unexpected argument 'early_stopping' (not an option, nor a value an option takes)"},
         {{"inspect", "progress", "--yaml"}, "unknown option '--yaml'"},
     };
     test_support::check_usage_errors(cases);
