@@ -28,9 +28,12 @@ void Session::load_data() {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         // Named as the directory it is, with where it came from: "file not found" for
         // its first file would leave the user looking for one file. A config error (exit
-        // 1), as a misspelt path is; any other fault (a parent that cannot be searched,
-        // a damaged file) is left to the reader, which names it.
-        if (std::error_code ec; std::filesystem::status(dir, ec).type() == std::filesystem::file_type::not_found)
+        // 1), as a misspelt path is, and a file given for the directory; any other fault
+        // (a parent that cannot be searched, a damaged file) is left to the reader,
+        // which names it.
+        std::error_code ec;
+        const std::filesystem::file_type type = std::filesystem::status(dir, ec).type();
+        if (type == std::filesystem::file_type::not_found)
             throw ConfigError(
                 spec.path.empty()
                     ? fmt::format("{}: directory not found (the default [data] path: install Debian's "
@@ -38,6 +41,11 @@ void Session::load_data() {
                                   dir.string(), options_.config.file.string())
                     : fmt::format("{}: directory not found ([data] path in {})", dir.string(),
                                   options_.config.file.string()));
+        if (!ec && type != std::filesystem::file_type::directory)
+            throw ConfigError(fmt::format("{}: is not a directory ({}[data] path in {} names the directory of the IDX "
+                                          "files)",
+                                          dir.string(), spec.path.empty() ? "the default " : "",
+                                          options_.config.file.string()));
         all = data::load_idx_classification(dir, "train", 10, spec.limit);
         // Predict mode reads the test files only to predict on them.
         if (spec.test && (options_.config.mode != "predict" || options_.config.predict_split == "test")) {

@@ -37,6 +37,20 @@ TEST_CASE("a config read through a descriptor resolves its relative paths in the
     CHECK(run.err == "error: fm: directory not found ([data] path in /dev/fd/3)\n");
 }
 
+TEST_CASE("a [data] path that names a file, not the IDX files' directory, is a config error", "[cli][config]") {
+    TempDir dir;
+    const auto images = dir.write("train-images-idx3-ubyte", "not read: refused before");
+    for (const std::string path : {images.string(), std::string("/dev/null")}) {
+        INFO(path);
+        auto config = dir.write("run.toml", "[data]\npath = \"" + path + "\"\n[model]\nlayers = [{ type = \"dense\", units "
+                                            "= 10 }]\n").string();
+        auto run = run_trainhost({"--config", config});
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + path + ": is not a directory ([data] path in " + config +
+                             " names the directory of the IDX files)\n");
+    }
+}
+
 TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {
     TempDir dir;
     auto endless = run_trainhost({"--config", "/dev/zero"});
