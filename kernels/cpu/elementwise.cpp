@@ -28,8 +28,10 @@ void apply_dropout_mask(const float* in, const std::uint8_t* keep, float* out, s
         fill(out, n, 0.0f);
         return;
     }
+    // A product at dropped entries too, as PyTorch's: a NaN or infinity there stays
+    // NaN, so a diverging layer is not hidden behind the mask.
     for (std::size_t i = 0; i < n; ++i) {
-        out[i] = keep[i] != 0 ? in[i] * keep_scale : 0.0f;
+        out[i] = in[i] * (keep[i] != 0 ? keep_scale : 0.0f);
     }
 }
 
@@ -99,7 +101,8 @@ float relu_value(float x) {
     return (x > 0.0f || std::isnan(x)) ? x : 0.0f;
 }
 
-float relu_gradient(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+// Where the output is NaN the gradient passes, as PyTorch's threshold_backward (y <= 0 ? 0 : dy).
+float relu_gradient(float y, float dy) { return !(y <= 0.0f) ? dy : 0.0f; }
 
 float sigmoid_value(float x) {
     // Evaluate in double and round once. exp is only ever taken of a

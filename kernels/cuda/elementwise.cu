@@ -58,7 +58,7 @@ __global__ void add_row_bias_kernel(float* y, const float* bias, std::size_t tot
 // CPU's arithmetic (kernels/cpu/elementwise.cpp).
 struct Relu {
     __device__ static float value(float v) { return (v > 0.0f || isnan(v)) ? v : 0.0f; }  // NaN passes through
-    __device__ static float gradient(float y, float dy) { return y > 0.0f ? dy : 0.0f; }
+    __device__ static float gradient(float y, float dy) { return !(y <= 0.0f) ? dy : 0.0f; }  // NaN passes dy
 };
 
 struct Sigmoid {
@@ -162,7 +162,7 @@ void launch_bias_activation_forward(float* y, const float* bias, std::size_t row
 __global__ void dropout_kernel(const float* in, const std::uint8_t* keep, float* out, std::size_t n,
                                float keep_scale) {
     for (std::size_t i = first_index(); i < n; i += grid_stride()) {
-        out[i] = keep[i] != 0 ? __fmul_rn(in[i], keep_scale) : 0.0f;
+        out[i] = __fmul_rn(in[i], keep[i] != 0 ? keep_scale : 0.0f);  // NaN stays NaN where dropped, as on the CPU
     }
 }
 

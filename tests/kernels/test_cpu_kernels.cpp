@@ -226,6 +226,11 @@ TEST_CASE("activation forward values", "[kernels][elementwise]") {
     cpu::relu_forward(x.data(), y.data(), x.size());
     REQUIRE(std::vector<float>(y.begin(), y.end() - 1) == std::vector<float>{0.0f, 0.0f, 0.0f, 1.0f, 100.0f});
     REQUIRE(std::isnan(y.back()));
+    // The gradient passes where the output is NaN, as PyTorch's threshold_backward.
+    const std::vector<float> dy = {3.0f, 3.0f, 3.0f, 3.0f, 3.0f, 3.0f};
+    std::vector<float> dx(x.size());
+    cpu::relu_backward(y.data(), dy.data(), dx.data(), y.size());
+    REQUIRE(dx == std::vector<float>{0.0f, 0.0f, 0.0f, 3.0f, 3.0f, 3.0f});
     cpu::sigmoid_forward(x.data(), y.data(), 5);
     REQUIRE(cpu::all_finite(y.data(), 5));
     require_close(y[0], 1.0 / (1.0 + std::exp(30.0)), 1e-6);  // no cancellation for negative x
@@ -314,6 +319,15 @@ TEST_CASE("dropout applies the caller's mask with inverted scaling", "[kernels][
     REQUIRE(y == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
     REQUIRE_THROWS_AS(cpu::dropout_forward(x.data(), keep.data(), y.data(), 4, 1.5f), std::invalid_argument);
     REQUIRE_THROWS_AS(cpu::dropout_backward(x.data(), keep.data(), y.data(), 4, kNaN), std::invalid_argument);
+    // As PyTorch's product with the mask: a NaN or infinity that is dropped is NaN, not hidden as 0.
+    const std::vector<float> diverged = {2.0f, kNaN, kInf, -kInf};
+    for (const auto pass : {cpu::dropout_forward, cpu::dropout_backward}) {
+        pass(diverged.data(), keep.data(), y.data(), diverged.size(), 0.25f);
+        CHECK(y[0] == 2.0f * scale);
+        CHECK(std::isnan(y[1]));
+        CHECK(std::isnan(y[2]));
+        CHECK(y[3] == -kInf);
+    }
 }
 
 TEST_CASE("magnitude_threshold finds the k-th smallest magnitude", "[kernels][elementwise]") {
