@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 
 namespace trainhost::nn {
 
@@ -57,8 +58,19 @@ std::vector<LayerShape> plan_layer_shapes(const config::ModelSpec& spec, const S
     std::vector<LayerShape> plan;
     SampleShape shape = sample_shape;
     std::string input_from = fmt::format("the data's samples are [{}]", fmt::join(sample_shape, ", "));
+    // The kernels index a sample's values (a dense layer's width, a GEMM dimension) with int.
+    constexpr std::size_t kMostValues = std::numeric_limits<int>::max();
+    if (element_count(shape) > kMostValues)
+        throw ConfigError(fmt::format("[model] {}, {} values each, more than a layer takes ({})", input_from,
+                                      element_count(shape), kMostValues));
     for (std::size_t i = 0; i < spec.layers.size(); ++i) {
         SampleShape next = output_of(spec.layers[i], i, shape, input_from);
+        if (element_count(next) > kMostValues)
+            throw ConfigError(placed(spec.layers[i].origin,
+                                     fmt::format("[model] layer {} ({}) makes samples of {} values ([{}]), more than a "
+                                                 "layer takes ({})",
+                                                 i + 1, spec.layers[i].type, element_count(next), fmt::join(next, ", "),
+                                                 kMostValues)));
         if (next != shape)
             input_from = fmt::format("layer {} ({}) makes them [{}]", i + 1, spec.layers[i].type, fmt::join(next, ", "));
         plan.push_back({std::move(shape), next});

@@ -68,4 +68,13 @@ TEST_CASE("a layer that cannot take its input is named with its place in the con
                Equals("run.toml:5:3: [model] layer 2 (max_pool2d): kernel 2 does not fit a 1x1 input"));
     CHECK_THAT(refusal({{at({"dense", 4}, 4), at({"tanh"}, 5)}}, {8}, 3),
                Equals("run.toml:5:3: [model] the last layer has width 4, but the data needs 3 outputs"));
+    // Past a layer's int width: refused at the plan, not a GEMM's "negative dimension" mid-fit
+    // (at 2^31) or a dense layer that sees no input (at 2^32).
+    CHECK_THAT(refusal({{at({"conv2d", 4, 0, 1, 1, 0}, 4), at({"flatten"}, 5), at({"dense", 10}, 6)}}, {1, 30000, 30000},
+                       10),
+               Equals("run.toml:4:3: [model] layer 1 (conv2d) makes samples of 3600000000 values ([4, 30000, 30000]), "
+                      "more than a layer takes (2147483647)"));
+    CHECK_THAT(refusal({{at({"dense", 10}, 4)}}, {2, 65536, 65536}, 10),
+               Equals("[model] the data's samples are [2, 65536, 65536], 8589934592 values each, more than a layer takes "
+                      "(2147483647)"));
 }
