@@ -54,7 +54,7 @@ std::string percent(std::uint64_t part, std::uint64_t whole) {
 class Pruning final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "pruning";
-    static constexpr const char* version = "1.0.1";
+    static constexpr const char* version = "1.0.2";
     static constexpr const char* description =
         "prune weights by magnitude, at random or by rows; lottery-ticket reset; masks kept applied";
     static constexpr const char* reads = "params";
@@ -74,7 +74,9 @@ public:
         {"parameters", TH_OPTION_STRING, "\"weights\"", "weights (every *.weight) or all (biases too)"},
         {"n", TH_OPTION_INT, "2", "the norm of ln_structured (>= 1)"},
         {"lottery_ticket", TH_OPTION_BOOL, "false", "after each step, reset kept weights to their values at setup"},
-        {"make_permanent", TH_OPTION_BOOL, "true", "at fit_end, apply the masks a last time and give them back"},
+        {"make_permanent", TH_OPTION_BOOL, "true",
+         "at fit_end, apply the masks a last time and give them back (false: at teardown); the weights are masked in "
+         "place either way"},
         {"verbose", TH_OPTION_BOOL, "false", "print a per-parameter sparsity table after each step"},
         {"seed", TH_OPTION_INT, "0", "seed of random_unstructured"},
     };
@@ -137,7 +139,7 @@ public:
         if (targets_.empty()) throw std::runtime_error("the model has no parameters to prune");
         // A count larger than what it applies to fails now rather than epochs later.
         for (double amount : schedule_.empty() ? std::vector<double>{amount_} : schedule_)
-            for (const auto& group : groups()) (void)target_of(group, amount);
+            for (const auto& group : groups()) (void)target_of(group, amount, schedule_.empty() ? "amount" : "schedule item");
     }
 
     void on_fit_start(Context& ctx) override {
@@ -153,6 +155,13 @@ public:
         publish(ctx);
     }
 
+    // A plugin before this one that writes the weights at an epoch's start
+    // (stochastic_weight_averaging, giving back the weights its average replaced)
+    // may write pruned entries: the epoch trains under the mask from its first batch.
+    void on_epoch_start(Context& ctx) override {
+        if (steps_done_ > 0) apply_masks(ctx);
+    }
+
     // The optimizer moves pruned weights off zero (momentum, Adam's moments); put
     // them back before anything reads the parameters.
     void on_after_optimizer_step(Context& ctx) override {
@@ -166,6 +175,11 @@ public:
             const double amount = schedule_.empty() ? amount_ : schedule_[static_cast<std::size_t>(k)];
             step(ctx, amount, "at the end of epoch " + std::to_string(epoch + 1));
             steps_done_ = static_cast<std::uint32_t>(k + 1);
+        } else if (steps_done_ > 0) {
+            // A plugin before this one may have written the weights outside an optimizer
+            // step (stochastic_weight_averaging's average, taken over weights from before
+            // a step): the epoch ends, and is saved and tested, with its weights pruned.
+            apply_masks(ctx);
         }
         publish(ctx);
     }
@@ -278,12 +292,14 @@ private:
     }
 
     // Entries (rows for ln_structured) the group should have pruned after a step.
-    [[nodiscard]] std::uint64_t target_of(const std::vector<std::size_t>& group, double amount) const {
+    [[nodiscard]] std::uint64_t target_of(const std::vector<std::size_t>& group, double amount,
+                                          const std::string& what = "amount") const {
         if (method_ == Method::ln_structured)
-            return pruning::resolve_amount(amount, targets_[group[0]].rows, "the rows of " + targets_[group[0]].name);
+            return pruning::resolve_amount(amount, targets_[group[0]].rows, "rows of " + targets_[group[0]].name, what);
         std::uint64_t n = 0;
         for (std::size_t t : group) n += targets_[t].numel;
-        return pruning::resolve_amount(amount, n, global_ ? "the pruned parameters" : targets_[group[0]].name);
+        return pruning::resolve_amount(
+            amount, n, "entries of " + (global_ ? std::string("the pruned parameters") : targets_[group[0]].name), what);
     }
 
     void apply_masks(Context& ctx) {
@@ -306,11 +322,17 @@ private:
             else if (method_ == Method::random) prune_random(group, amount, after);
             else prune_rows(ctx, group[0], amount, after[group[0]]);
         }
+        // A step that pruned nothing (amount 0, or a target already met) resets nothing
+        // either, as Lightning's returns before both where the amount is 0: the epoch's
+        // training would be thrown away for no new ticket.
+        std::uint64_t all_before = 0;
+        for (std::uint64_t pruned : pruned_before) all_before += pruned;
+        const bool reset = lottery_ticket_ && total_pruned() != all_before;
         for (Target& t : targets_) {
-            if (lottery_ticket_) ctx.copy_param_from(t.index, t.original);
+            if (reset) ctx.copy_param_from(t.index, t.original);
             ctx.apply_mask(t.index, t.mask);
         }
-        if (verbose_) report(ctx, amount, when, pruned_before);
+        if (verbose_) report(ctx, amount, when, pruned_before, reset);
     }
 
     // Magnitude pruning on the device: the threshold is the need-th smallest kept
@@ -396,13 +418,17 @@ private:
     }
 
     // Lightning's verbose log, as a table: each parameter's pruned entries before and after.
-    void report(Context& ctx, double amount, const std::string& when, const std::vector<std::uint64_t>& before) const {
+    void report(Context& ctx, double amount, const std::string& when, const std::vector<std::uint64_t>& before,
+                bool reset) const {
         std::size_t width = 9;
         for (const Target& t : targets_) width = std::max(width, t.name.size());
         char line[256];
         std::snprintf(line, sizeof line, "pruning: %s (%s, %s, target %s %g%s)%s", when.c_str(), method_name_.c_str(),
                       global_ ? "global" : "per layer", amount < 1 ? "sparsity" : "count", amount < 1 ? 100 * amount : amount,
-                      amount < 1 ? "%" : "", lottery_ticket_ ? ", weights reset to their values at setup" : "");
+                      amount < 1 ? "%" : "",
+                      reset             ? ", weights reset to their values at setup"
+                      : lottery_ticket_ ? ", nothing new pruned: weights not reset"
+                                        : "");
         std::string text = line;
         std::snprintf(line, sizeof line, "\n  %-*s  %-11s  %-24s  %s", static_cast<int>(width), "parameter", "shape",
                       "pruned before", "pruned now");

@@ -24,16 +24,18 @@ inline void check_amount(double amount, const std::string& what) {
         throw std::invalid_argument(what + " >= 1 is a count and must be a whole number, not " + std::to_string(amount));
 }
 
-// How many of `n` entries an amount asks to have pruned. Fractions round half to
-// even, as torch.nn.utils.prune's round() does, so 0.5 of 65 is 32.
-inline std::uint64_t resolve_amount(double amount, std::uint64_t n, const std::string& where) {
+// How many of `n` entries (or rows) an amount asks to have pruned. Fractions round
+// half to even, as torch.nn.utils.prune's round() does, so 0.5 of 65 is 32. `counted`
+// names the n ("entries of dense0.weight", "rows of dense0.weight"), `what` the option.
+inline std::uint64_t resolve_amount(double amount, std::uint64_t n, const std::string& counted,
+                                    const std::string& what = "amount") {
     if (amount < 1) return static_cast<std::uint64_t>(std::nearbyint(amount * static_cast<double>(n)));
     // Compared as a double: converting one of 2^64 or more to an integer is undefined (it gave 0).
     if (amount > static_cast<double>(n)) {
         char text[32];
         std::snprintf(text, sizeof text, "%.15g", amount);
-        throw std::invalid_argument("amount " + std::string(text) + " is more than the " + std::to_string(n) +
-                                    " entries of " + where);
+        throw std::invalid_argument(what + " " + std::string(text) + " is more than the " + std::to_string(n) + " " +
+                                    counted);
     }
     return static_cast<std::uint64_t>(amount);
 }

@@ -230,6 +230,34 @@ TEST_CASE("pruning: the lottery-ticket reset puts the kept weights back to their
         CHECK(l1.epoch_metric(2, "pruning.sparsity") == 0.5);
         CHECK(l1.report["owners"][1]["peak_bytes_in_use"] == 2 * 2 * 32 * 4);  // masks and originals
     }
+    SECTION("a step that prunes nothing new resets nothing: its epoch's training stands") {
+        // The second target is met already: Lightning's step of amount 0 returns before its reset.
+        auto met = run_pruning(dir, 2, options + "schedule = \"0.5,0.5\"\nlottery_ticket = true\nverbose = true");
+        check_clean(met);
+        CHECK(met.epoch_metric(0, "pruning.weight_l1") == untrained.metric("pruning.weight_l1"));
+        CHECK(met.epoch_metric(1, "pruning.weight_l1") != untrained.metric("pruning.weight_l1"));
+        CHECK(met.epoch_metric(1, "pruning.sparsity") == 0.5);
+        CHECK_THAT(met.result.out, Contains("pruning: at the end of epoch 1 (random_unstructured, global, target sparsity "
+                                            "50%), weights reset to their values at setup"));
+        CHECK_THAT(met.result.out, Contains("pruning: at the end of epoch 2 (random_unstructured, global, target sparsity "
+                                            "50%), nothing new pruned: weights not reset"));
+    }
+}
+
+TEST_CASE("pruning: weights another plugin writes at an epoch's end are masked again", "[pruning]") {
+    // stochastic_weight_averaging's average, applied at the last epoch's end, takes in
+    // the weights of epoch 2's start, pruned at epoch 1's end, and of epoch 1's, not yet
+    // pruned: without a prune at that epoch's end, the mask is applied to it again.
+    TempDir dir;
+    auto run = run_pruning(dir, 3, "amount = 0.5", "pruning,stochastic_weight_averaging",
+                           "[plugins.stochastic_weight_averaging]\nswa_lrs = 0.01\nswa_epoch_start = 1\n");
+    check_clean(run);
+    CHECK_THAT(run.result.out, Contains("stochastic_weight_averaging: the model now holds the average of"));
+    for (std::size_t epoch = 0; epoch < 3; ++epoch) {
+        INFO("epoch " << epoch + 1);
+        CHECK(run.epoch_metric(epoch, "pruning.sparsity") == 0.5);
+    }
+    CHECK(run.metric("pruning.sparsity") == 0.5);
 }
 
 TEST_CASE("pruning: masks and originals move with the model", "[pruning][moves]") {
@@ -352,7 +380,11 @@ TEST_CASE("pruning: options are checked before anything runs", "[pruning][config
         CHECK_THAT(run.result.last_line(), StartsWith("resources: clean"));
         auto rows = run_pruning(dir, 1, "method = \"ln_structured\"\namount = 5");
         CHECK(rows.result.exit_code == 4);
-        CHECK_THAT(rows.result.err, Contains("amount 5 is more than the 4 entries of the rows of dense0.weight"));
+        CHECK_THAT(rows.result.err, Contains("amount 5 is more than the 4 rows of dense0.weight"));
+        // named as the schedule item it is
+        auto scheduled = run_pruning(dir, 1, "schedule = \"10,100\"");
+        CHECK(scheduled.result.exit_code == 4);
+        CHECK_THAT(scheduled.result.err, Contains("schedule item 100 is more than the 64 entries of the pruned parameters"));
         // Past 2^64 too, where converting the count to an integer is undefined (it read as 0, pruning nothing).
         auto huge = run_pruning(dir, 1, "amount = 1e20");
         CHECK(huge.result.exit_code == 4);
@@ -461,7 +493,7 @@ TEST_CASE("pruning helpers: exact counts under ties, seeded choice, rows, roundi
         CHECK(resolve_amount(0.5, 67, "x") == 34);  // 33.5 -> 34
         CHECK(resolve_amount(0.3, 64, "x") == 19);
         CHECK(resolve_amount(7, 64, "x") == 7);
-        CHECK_THROWS_WITH(resolve_amount(65, 64, "x"), Contains("more than the 64 entries of x"));
+        CHECK_THROWS_WITH(resolve_amount(65, 64, "entries of x"), "amount 65 is more than the 64 entries of x");
         CHECK(parse_schedule(" 0.2, 0.4 ,0.5") == std::vector<double>{0.2, 0.4, 0.5});
         CHECK(parse_schedule("").empty());
         CHECK_THROWS_WITH(parse_schedule("0.2,,0.5"), Contains("is not a number"));
