@@ -1,10 +1,12 @@
 // timer: ends the fit once its training has run for a given wall-clock time, as
 // Lightning's Timer (Trainer(max_time=...)): duration as "DD:HH:MM:SS", checked at
 // fit_start, then after each training batch or at each epoch end. The clock starts at
-// fit_start; the time used travels in checkpoints, so a resumed run has only what is
-// left.
+// the fit's first epoch_start, after the sanity check, as Lightning's at
+// on_train_start; the time used travels in checkpoints, so a resumed run has only
+// what is left.
 #include <trainhost/sdk.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -21,7 +23,7 @@ constexpr const char* kDurationForm = "DD:HH:MM:SS (such as \"00:12:00:00\" for 
 
 // Lightning's form, (\d+):(\d\d):(\d\d):(\d\d) once stripped of surrounding
 // whitespace, each field as large as its digits allow ("00:36:00:00" is 36 hours).
-// Days have at most 9 digits, as a timedelta's.
+// Days are at most 999,999,999, as a timedelta's, in as many digits as given.
 constexpr double kMostSeconds = 999'999'999 * 86400.0 + 99 * 3600 + 99 * 60 + 99;
 
 std::string stripped(std::string text) {
@@ -40,8 +42,10 @@ std::optional<double> parse_duration(const std::string& text) {
         const std::size_t start = at;
         while (at < text.size() && text[at] >= '0' && text[at] <= '9') ++at;
         const std::size_t digits = at - start;
-        if (unit == 86400.0 ? digits == 0 || digits > 9 : digits != 2) return std::nullopt;
-        seconds += unit * std::stod(text.substr(start, digits));
+        if (unit == 86400.0 ? digits == 0 : digits != 2) return std::nullopt;
+        const std::size_t significant = at - std::min(text.find_first_not_of('0', start), at);
+        if (unit == 86400.0 && significant > 9) return std::nullopt;  // past a timedelta's days
+        if (significant > 0) seconds += unit * std::stod(text.substr(at - significant, significant));
         if (unit == 1.0) break;
         if (at >= text.size() || text[at] != ':') return std::nullopt;
         ++at;
@@ -64,7 +68,7 @@ std::string as_duration(double seconds) {
 class Timer final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "timer";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";
     static constexpr const char* description = "stop the fit once its training has run for a given time (Lightning's Timer)";
     static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
@@ -92,11 +96,14 @@ public:
     void on_fit_start(Context& ctx) override {
         if (!restored_) used_before_ = 0;
         asked_ = false;
-        started_ = Clock::now();
+        started_.reset();
         if (used_before_ >= duration_)
             stop(ctx, restored_ ? "was already used when the checkpoint was saved (" + as_duration(used_before_) + " elapsed)"
                                 : "reached after " + as_duration(used_before_));
         restored_ = false;
+    }
+    void on_epoch_start(Context&) override {
+        if (!started_) started_ = Clock::now();
     }
     void on_batch_end(Context& ctx) override {
         if (every_step_) check(ctx);
@@ -116,7 +123,7 @@ public:
     }
 
 private:
-    // Training time so far: what the checkpoint brought, and this fit's since fit_start.
+    // Training time so far: what the checkpoint brought, and this fit's since its first epoch_start.
     [[nodiscard]] double elapsed() const {
         if (!started_) return used_before_;
         return used_before_ + std::chrono::duration<double>(Clock::now() - *started_).count();

@@ -73,6 +73,18 @@ TEST_CASE("timer stops the fit once its duration is used: at fit_start, after a 
             CHECK(fit_report(report)["stop_reason"] == "timer: time limit 00:00:00:00 reached after 00:00:00:00");
         }
     }
+    SECTION("the sanity check is not training time, as in Lightning: the clock starts at the first epoch") {
+        const std::string slow_sanity_check = "num_sanity_val_steps = 1\n";
+        std::string text = timer_config(3, "duration = \"00:00:00:02\"\n",
+                                        recorder_table(hooks, "sanity_check_ms = 2500\n"));
+        text.replace(text.find("epochs = 3\n"), 11, "epochs = 3\n" + slow_sanity_check);
+        auto result = run_trainhost({"--config", dir.write("sanity.toml", text).string(), kPlugins});
+        INFO(result.out << result.err);
+        REQUIRE(result.exit_code == 0);
+        CHECK(count_of(hooks, "test_recorder:validation_end (sanity check)") == 1);
+        CHECK(count_of(hooks, "test_recorder:epoch_end") == 3);
+        CHECK(result.out.find("stopped by") == std::string::npos);
+    }
     SECTION("a day is plenty: every epoch trains") {
         const auto result = run("duration = \"01:00:00:00\"\n");
         CHECK(count_of(hooks, "test_recorder:epoch_end") == 3);
@@ -160,7 +172,7 @@ TEST_CASE("a resumed timer has only the time its checkpoint left, and refuses a 
 TEST_CASE("timer refuses a duration that is not DD:HH:MM:SS, and one left out", "[plugins][timer]") {
     TempDir dir;
     for (const char* duration : {"12:00:00", "00:12:00:00:00", "1d", "00:-1:00:00", "00:1.5:00:00", "", "0:0:0:5",
-                                 "00:100:00:00", "1000000000:00:00:00", "00 :12:00:00"}) {
+                                 "00:100:00:00", "1000000000:00:00:00", "0001000000000:00:00:00", "00 :12:00:00"}) {
         DYNAMIC_SECTION("'" << duration << "'") {
             const auto config = dir.write("run.toml", timer_config(1, "duration = \"" + std::string(duration) + "\"\n"));
             auto run = run_trainhost({"--config", config.string(), "--plugins=timer"});
@@ -171,8 +183,9 @@ TEST_CASE("timer refuses a duration that is not DD:HH:MM:SS, and one left out", 
         }
     }
     // As Lightning's: two digits for hours, minutes and seconds, as large as they go,
-    // up to 9 for days (a timedelta's most), whitespace around stripped.
-    for (const char* duration : {"00:36:00:00", "0:00:99:99", "999999999:00:00:00", " 00:12:00:00\\t"}) {
+    // days up to a timedelta's most, in any number of digits, whitespace around stripped.
+    for (const char* duration : {"00:36:00:00", "0:00:99:99", "999999999:00:00:00", "0000000001:00:00:00",
+                                 "00000000000:00:00:05", " 00:12:00:00\\t"}) {
         DYNAMIC_SECTION("'" << duration << "' is a duration") {
             const auto config = dir.write("run.toml", timer_config(1, "duration = \"" + std::string(duration) + "\"\n"));
             auto run = run_trainhost({"--config", config.string(), "--plugins=timer"});

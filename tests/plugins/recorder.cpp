@@ -2,9 +2,11 @@
 #include "hook_log.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -24,11 +26,13 @@ public:
         {"nan_metric", TH_OPTION_BOOL, "false", "set metric recorder.value to NaN at every epoch end"},
         {"values", TH_OPTION_STRING, "\"\"",
          "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
+        {"sanity_check_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at the sanity check's validation_end"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
           stop_at_step_(options.get_int("stop_at_step")), stop_at_epoch_start_(options.get_int("stop_at_epoch_start")),
-          stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")) {
+          stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")),
+          sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
@@ -51,6 +55,12 @@ public:
         if (static_cast<std::int64_t>(ctx.state().global_step) == stop_at_step_) ctx.request_stop("asked to stop");
     }
 
+    // A slow sanity check, for what counts its time.
+    void on_validation_end(trainhost::sdk::Context& ctx) override {
+        HookLog::on_validation_end(ctx);
+        if (ctx.state().sanity_checking != 0) std::this_thread::sleep_for(std::chrono::milliseconds(sanity_check_ms_));
+    }
+
     void on_epoch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_epoch_end(ctx);
         if (nan_metric_) ctx.set_metric("recorder.value", std::numeric_limits<double>::quiet_NaN());
@@ -65,6 +75,7 @@ private:
     std::int64_t stop_at_epoch_start_;
     bool stop_at_fit_start_;
     bool nan_metric_;
+    std::int64_t sanity_check_ms_;
     std::vector<double> values_;
 };
 
