@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <unistd.h>
 
@@ -32,7 +33,7 @@ std::string metric_text(const Context& ctx, const char* key) {
 class Progress final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "progress";
-    static constexpr const char* version = "1.1.0";  // 1.1: val_* figures only for an epoch with a validation
+    static constexpr const char* version = "1.1.1";  // 1.1: val_* figures only for an epoch with a validation
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
@@ -56,6 +57,7 @@ public:
     void on_epoch_start(Context& ctx) override {
         validation_.epoch_started();
         samples_at_start_ = ctx.state().samples_seen;
+        batches_before_.reset();
         epoch_started_ = Clock::now();
         last_draw_ = Clock::time_point{};
     }
@@ -64,13 +66,18 @@ public:
         if (!bar_) return;
         const auto now = Clock::now();
         const auto state = ctx.state();
+        // The batches a resumed epoch's checkpoint trained took none of this process's
+        // time: the ETA is the time per batch trained here times the batches left.
+        if (!batches_before_) batches_before_ = state.batch_index;
         const bool last = state.batch_index + 1 == state.batches_in_epoch;
         if (!last && now - last_draw_ < refresh_) return;
         last_draw_ = now;
         const double elapsed = std::chrono::duration<double>(now - epoch_started_).count();
         const double done = static_cast<double>(state.batch_index + 1) / static_cast<double>(state.batches_in_epoch);
         const double rate = elapsed > 0 ? static_cast<double>(state.samples_seen - samples_at_start_) / elapsed : 0.0;
-        const double eta = done > 0 ? elapsed * (1 - done) / done : 0.0;
+        const auto trained_here = static_cast<double>(state.batch_index + 1 - *batches_before_);
+        const auto left = static_cast<double>(state.batches_in_epoch - (state.batch_index + 1));
+        const double eta = elapsed * left / trained_here;
         constexpr int width = 24;
         const int filled = static_cast<int>(done * width);
         std::string bar(static_cast<std::size_t>(filled), '#');
@@ -111,6 +118,7 @@ private:
     trainhost::sdk::ValidationTracker validation_;
     Clock::time_point epoch_started_{};
     std::uint64_t samples_at_start_ = 0;
+    std::optional<std::uint64_t> batches_before_;  // of this epoch, before its first batch here
     Clock::time_point last_draw_{};
 };
 

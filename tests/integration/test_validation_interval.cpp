@@ -331,6 +331,31 @@ TEST_CASE("progress after a resume within an epoch shows no rate for an epoch wi
     CHECK_THAT(second, Contains(" samples/s "));
 }
 
+TEST_CASE("progress's ETA after a resume within an epoch is the time of the batches trained here",
+          "[progress][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    std::string text = test_support::tiny_config(
+        1, "\n[plugins.progress]\nmode = \"bar\"\nrefresh_ms = 0\n" +
+               checkpoint_runs::checkpoint_table(ckpt, "every_n_epochs = 0\nevery_n_train_steps = 5\nsave_top_k = -1\n"));
+    text.replace(text.find("batch_size = 16"), 15, "batch_size = 3");  // 10 training batches
+    REQUIRE(run_trainhost({"--config", dir.write("run.toml", text).string(), "--plugins=checkpoint"}).exit_code == 0);
+    // Resumed after 5 batches; each batch here takes 0.6 s, so 4 left take about 2.4 s. The
+    // estimate from the share of the epoch done (6/10 in 0.6 s) said 0.4 s.
+    const auto slow = dir.write("slow.toml", text + test_support::recorder_table(dir.path() / "hooks.txt", "batch_ms = 600\n"));
+    auto run = run_trainhost({"--config", slow.string(), "--plugins=checkpoint,progress," + test_plugin("test_recorder"),
+                              "--resume", (ckpt / "epoch=0-step=5.safetensors").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const std::size_t drawn = run.err.find("6/10 ");
+    REQUIRE(drawn != std::string::npos);
+    const std::size_t eta = run.err.find("ETA 0:", drawn);
+    REQUIRE(eta != std::string::npos);
+    const int seconds = std::stoi(run.err.substr(eta + 6, 2));
+    CHECK(seconds >= 2);
+    CHECK(seconds <= 6);
+}
+
 TEST_CASE("metrics_logger's epoch rows leave val_* out for an epoch without a validation",
           "[validation_interval][metrics_logger]") {
     TempDir dir;

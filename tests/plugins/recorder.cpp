@@ -27,12 +27,14 @@ public:
         {"values", TH_OPTION_STRING, "\"\"",
          "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
         {"sanity_check_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at the sanity check's validation_end"},
+        {"batch_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at every batch_end"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
           stop_at_step_(options.get_int("stop_at_step")), stop_at_epoch_start_(options.get_int("stop_at_epoch_start")),
           stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")),
-          sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)) {
+          sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)),
+          batch_ms_(std::clamp<std::int64_t>(options.get_int("batch_ms"), 0, 10'000)) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
@@ -52,6 +54,7 @@ public:
 
     void on_batch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_batch_end(ctx);
+        std::this_thread::sleep_for(std::chrono::milliseconds(batch_ms_));
         if (static_cast<std::int64_t>(ctx.state().global_step) == stop_at_step_) ctx.request_stop("asked to stop");
     }
 
@@ -76,6 +79,7 @@ private:
     bool stop_at_fit_start_;
     bool nan_metric_;
     std::int64_t sanity_check_ms_;
+    std::int64_t batch_ms_;
     std::vector<double> values_;
 };
 
