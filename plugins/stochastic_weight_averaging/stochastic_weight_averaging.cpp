@@ -30,7 +30,7 @@ constexpr double kMostRate = 1000;  // the host's bound on a learning rate
 class StochasticWeightAveraging final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "stochastic_weight_averaging";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";
     static constexpr const char* description =
         "average the weights of the last epochs and end the fit with the average (Lightning's "
         "StochasticWeightAveraging)";
@@ -93,6 +93,7 @@ public:
             throw std::runtime_error("the checkpoint's state averaged epoch " + std::to_string(latest_update_epoch_ + 1) +
                                      ", past the epoch it was saved in (" + std::to_string(state.epoch + 1) + ")");
         }
+        resumed_with_state_ = restored_;
         restored_ = false;
         epochs_started_ = 0;
         lr_set_.reset();
@@ -120,10 +121,13 @@ public:
         }
         if (epoch < first_epoch_ || epoch > last_epoch_) return;
         anneal(ctx, epoch);
-        // As Lightning's warning: resumed from a checkpoint saved without this plugin.
+        // As Lightning's warning: resumed from a checkpoint saved without this plugin, or
+        // with its state from before its run's start (a fraction of a run of more epochs).
         if (averaged_ == 0 && epoch > first_epoch_)
             ctx.warn("averaging starts at epoch " + std::to_string(epoch + 1) + ", not at swa_epoch_start's " +
-                     std::to_string(first_epoch_ + 1) + ": the checkpoint this fit resumed from carried no average");
+                     std::to_string(first_epoch_ + 1) + ": the checkpoint this fit resumed from " +
+                     (resumed_with_state_ ? "had averaged no epoch yet (the run that saved it was to start later)"
+                                          : "carried no average"));
         // A resumed epoch starts again; the checkpoint's average already holds it.
         if (epoch > latest_update_epoch_) {
             add_to_average(ctx);
@@ -325,6 +329,7 @@ private:
     std::vector<std::vector<float>> average_;
     std::vector<std::vector<float>> trained_;  // the weights the average replaced, while applied_
     bool restored_ = false;
+    bool resumed_with_state_ = false;  // this fit's, restored_ as fit_start found it
     std::uint64_t epochs_started_ = 0;  // in this fit
     std::optional<double> lr_set_;       // the rate set at the last averaged epoch's start of this process
     bool warned_of_other_writer_ = false;

@@ -204,6 +204,25 @@ TEST_CASE("a stochastic_weight_averaging fit resumed for more epochs trains on f
         REQUIRE(after.size() == 3);
         for (const double rate : after) CHECK(rate == Approx(0.01).epsilon(1e-12));
     }
+    SECTION("a fraction that starts earlier in a shorter fit than in the run that saved its state, which had "
+            "averaged nothing yet: said so, not as a checkpoint without the plugin") {
+        const std::string options = "swa_lrs = 0.01\nswa_epoch_start = 0.8\n";
+        const auto [first, ckpt] = run("ten", 10, options);  // averages from epoch 8
+        // int(0.8 * 6) = epoch 4, and epoch 5 is the first left to train.
+        const auto [shorter, _] = run("ten", 6, options, {"--resume", epoch_file(ckpt, 3).string()});
+        CHECK_THAT(shorter.err, Contains("warning: [stochastic_weight_averaging] averaging starts at epoch 5, not at "
+                                         "swa_epoch_start's 4: the checkpoint this fit resumed from had averaged no "
+                                         "epoch yet (the run that saved it was to start later)\n"));
+        CHECK(shorter.err.find("carried no average") == std::string::npos);
+        // Saved without the plugin: Lightning's warning.
+        const auto without = dir.path() / "without";
+        REQUIRE(run_trainhost({"--config", dir.write("without.toml", swa_config(10, options, without)).string(),
+                               "--plugins=checkpoint"})
+                    .exit_code == 0);
+        const auto [resumed, __] = run("ten", 6, options, {"--resume", epoch_file(without, 3).string()});
+        CHECK_THAT(resumed.err, Contains("averaging starts at epoch 5, not at swa_epoch_start's 4: the checkpoint this fit "
+                                         "resumed from carried no average\n"));
+    }
 }
 
 TEST_CASE("stochastic_weight_averaging says what it did not do: a fit that ended early, a start past the end, "
