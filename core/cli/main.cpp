@@ -1,6 +1,7 @@
 // The trainhost command line: train (default), list-plugins.
 #include "checkpoint/checkpoint_file.hpp"
 #include "cli/inspect.hpp"
+#include "cli/terminal_lines.hpp"
 #include "config/run_config.hpp"
 #include "data/dataset.hpp"
 #include "data/idx_reader.hpp"
@@ -424,7 +425,11 @@ void restart_with_passive_openmp_waits(char** argv) {
 // everything is reported, whatever the exit code would have been.
 int main(int argc, char** argv) {
     restart_with_passive_openmp_waits(argv);
-    const int exit_code = run_command(argc, argv);
+    int exit_code = 0;
+    {
+        const cli::ClearedTerminalLines cleared;
+        exit_code = run_command(argc, argv);
+    }
     lifecycle::end_by_pending_interrupt();
     return exit_code;
 }

@@ -23,6 +23,26 @@ TEST_CASE("the help and version flags exit 0", "[cli]") {
     CHECK_THAT(version.out, Contains("plugin ABI 1.10"));
 }
 
+TEST_CASE("on a terminal, each line the host prints clears what a live bar left on it", "[cli][progress]") {
+    TempDir dir;
+    const auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_thrower]\nhook = \"batch_end\"\n"));
+    // script(1) runs it on a pseudo-terminal; its output is the terminal's.
+    const std::string command = std::string("TERM=xterm '") + TRAINHOST_BINARY + "' --config '" + config.string() +
+                                "' --plugins=progress,'" + test_support::test_plugin("test_thrower") + "'";
+    auto run = test_support::run_command({"script", "-qec", command, "/dev/null"});
+    INFO(run.out << run.err);
+    CHECK(run.exit_code == 4);
+    // progress's bar, left without a newline when the fit failed at its first batch, is
+    // erased by the error line, which used to run on from its end.
+    CHECK_THAT(run.out, Contains("ETA 0:00\r\033[Kerror: plugin 'test_thrower' failed in batch_end: deliberate failure "
+                                 "in batch_end\r\n\r\033[Kfit 1/1: 0 epochs"));
+    // Not on a file or a pipe.
+    auto piped = run_trainhost({"--config", config.string(), "--plugins=progress," + test_support::test_plugin("test_thrower")});
+    CHECK(piped.exit_code == 4);
+    CHECK(piped.out.find('\033') == std::string::npos);
+    CHECK(piped.err.find('\033') == std::string::npos);
+}
+
 TEST_CASE("trainhost without arguments prints the usage and exits 1", "[cli]") {
     auto run = run_trainhost({});
     CHECK(run.exit_code == 1);
