@@ -86,7 +86,7 @@ std::pair<std::string, std::uint8_t> saved_ranking(trainhost::sdk::StateReader& 
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
-    static constexpr const char* version = "1.2.0";  // 1.2: no ranked save at an epoch without a validation
+    static constexpr const char* version = "1.3.0";  // 1.3: kept paths saved absolute
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
@@ -208,7 +208,7 @@ public:
         // A ranked save is skipped at an epoch without a validation, as Lightning's
         // saves at validation end: that epoch's val_* metrics are the last validation's,
         // and would rank these weights by older ones. last.safetensors stays the latest.
-        if (!monitor_.empty() && !validation_.monitor_acts(state)) {
+        if (!monitor_.empty() && top_k_ != 0 && !validation_.monitor_acts(state)) {
             ++waited_saves_;
             if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
             return;
@@ -229,11 +229,14 @@ public:
         ctx.info("checkpoint: saved " + last_path() + " on interrupt; continue with --resume last");
     }
 
+    // Kept files by their resolved absolute paths, as Lightning's best_k_models (dirpath
+    // is a realpath there): a resume from another working directory, with a relative
+    // dirpath, finds them elsewhere, and never ranks or deletes the files it has there.
     void on_save_state(trainhost::sdk::StateWriter& out) override {
         out.put<std::uint64_t>(kept_.size());
         for (const Kept& k : kept_) {
             out.put(k.score);
-            out.put_string(k.path);
+            out.put_string(resolved(k.path).string());
         }
         out.put(last_saved_step_);
         out.put_string(monitor_);
@@ -304,6 +307,12 @@ private:
     // Lightning's rule: with a monitor, keep the k best; without, the k most recent.
     void save(Context& ctx, const trainhost::sdk::TrainState& state) {
         last_saved_step_ = state.global_step;
+        // No top-k file to write: as Lightning's, the monitor is neither read nor
+        // waited for (a misspelt one fails nothing), and only save_last writes.
+        if (top_k_ == 0) {
+            if (save_last_) ctx.save_checkpoint(last_path(), weights_only_);
+            return;
+        }
         double score = static_cast<double>(state.global_step);  // recency ranks when nothing is monitored
         bool maximize = true;
         if (!monitor_.empty() && !ctx.metric(monitor_) && !validation_.validated_in_fit()) {
@@ -372,8 +381,8 @@ private:
 
     // A path from the saved state, where top-k deletes it once it drops out: one that
     // is no checkpoint file, or is last.safetensors, is refused; one directly in dirpath
-    // (however spelt: relative paths, as a relative dirpath, resolve against the working
-    // directory) comes back as save() spells it; one elsewhere as nothing.
+    // (however spelt; a relative one, from a state saved before 1.3.0, against the
+    // working directory) comes back as save() spells it; one elsewhere as nothing.
     [[nodiscard]] std::optional<std::string> own_file(const std::string& saved) const {
         const std::filesystem::path path(saved);
         const std::string name = path.filename().string();

@@ -306,7 +306,9 @@ TEST_CASE("the checkpoint plugin takes back only checkpoint files of its dirpath
     }
 }
 
-TEST_CASE("a relative dirpath keeps its files across a resume from another working directory", "[checkpoint][state]") {
+TEST_CASE("a relative dirpath is another directory in another working directory: a resume there ranks and deletes "
+          "none of the files its state kept",
+          "[checkpoint][state]") {
     TempDir dir;
     fs::create_directories(dir.path() / "a");
     fs::create_directories(dir.path() / "b");
@@ -317,11 +319,19 @@ TEST_CASE("a relative dirpath keeps its files across a resume from another worki
     };
     REQUIRE(run_in("a", {"--epochs", "1"}).exit_code == 0);
     const std::string last = (dir.path() / "a" / "ck" / "last.safetensors").string();
-    // Its kept file, ck/epoch=0-step=2.safetensors, is in the dirpath there as well.
+    // Another run's file of the same name in b's ck: its kept file is a's, as Lightning's
+    // realpath of dirpath says, and b's is not pushed out in its place.
+    fs::create_directories(dir.path() / "b" / "ck");
+    const auto unrelated = dir.write("b/ck/epoch=0-step=2.safetensors", "another run's");
     auto elsewhere = run_in("b", {"--resume", last});
     CHECK(elsewhere.exit_code == 0);
-    CHECK_THAT(elsewhere.err, !Contains("outside dirpath"));
-    CHECK(files_in(dir.path() / "b" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});
+    CHECK_THAT(elsewhere.err, Contains("warning: [checkpoint] the saved state keeps 1 checkpoint file(s) outside dirpath "
+                                       "'ck' (" + (dir.path() / "a" / "ck" / "epoch=0-step=2.safetensors").string() +
+                                       "); they are left alone, neither ranked nor deleted\n"));
+    CHECK(test_support::read_file(unrelated) == "another run's");
+    CHECK(files_in(dir.path() / "b" / "ck") ==
+          std::vector<std::string>{"epoch=0-step=2.safetensors", "epoch=1-step=4.safetensors", "last.safetensors"});
+    CHECK(fs::exists(dir.path() / "a" / "ck" / "epoch=0-step=2.safetensors"));
     auto here = run_in("a", {"--resume", last});
     CHECK(here.exit_code == 0);
     CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=1-step=4.safetensors", "last.safetensors"});

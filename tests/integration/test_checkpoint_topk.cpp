@@ -61,6 +61,19 @@ TEST_CASE("save_top_k keeps the best k by the monitored metric", "[checkpoint]")
         auto none = dir.write("none.toml", tiny_config(3, checkpoint_table(ckpt / "none", "save_top_k = 0\n")));
         REQUIRE(run_trainhost({"--config", none.string()}).exit_code == 0);
         CHECK(files_in(ckpt / "none") == std::vector<std::string>{"last.safetensors"});
+        // k = 0 ranks nothing: as Lightning's, the monitor is neither read (a misspelt one
+        // fails nothing) nor waited for (no warning without a validation split).
+        for (const std::string& case_ : {std::string("monitor = \"val_los\"\n"),
+                                         std::string("monitor = \"val_loss\"\nevery_n_epochs = 0\nevery_n_train_steps = 1\n")}) {
+            INFO(case_);
+            fs::remove_all(ckpt / "none");
+            std::string text = tiny_config(3, checkpoint_table(ckpt / "none", "save_top_k = 0\n" + case_));
+            text.replace(text.find("validation_fraction = 0.25"), 26, "validation_fraction = 0.0");
+            auto ranked_by_nothing = run_trainhost({"--config", dir.write("none.toml", text).string()});
+            CHECK(ranked_by_nothing.exit_code == 0);
+            CHECK(ranked_by_nothing.err.find("val_los") == std::string::npos);
+            CHECK(files_in(ckpt / "none") == std::vector<std::string>{"last.safetensors"});
+        }
         auto thin = dir.write("thin.toml", tiny_config(4, checkpoint_table(ckpt / "thin", "save_top_k = -1\nevery_n_epochs = 2\n")));
         REQUIRE(run_trainhost({"--config", thin.string()}).exit_code == 0);
         CHECK(files_in(ckpt / "thin") == std::vector<std::string>{"epoch=1-step=4.safetensors", "epoch=3-step=8.safetensors",
