@@ -27,6 +27,7 @@
 #include <iostream>
 #include <iterator>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 #include <sys/auxv.h>
@@ -239,11 +240,27 @@ std::vector<std::string> arguments_for_parse(CLI::App& app, int argc, char** arg
     return arguments;
 }
 
-// CLI11's list of the arguments it did not expect, as given, less the "--" that
-// ends the options (CLI11's own message lists them backwards, as it was handed them).
-std::string stray_arguments(CLI::App& app, const CLI::ExtrasError& error) {
-    std::vector<std::string> stray = app.remaining(true);
-    if (auto marker = std::find(stray.begin(), stray.end(), "--"); marker != stray.end()) stray.erase(marker);
+// The arguments CLI11 did not expect, in the order they were typed, less the first
+// "--", which ends the options. CLI11 lists them backwards (as it was handed them),
+// a subcommand's after the command's, and keeps that "--" only without a subcommand.
+std::string stray_arguments(CLI::App& app, const CLI::ExtrasError& error, int argc, char** argv) {
+    const std::vector<std::string> remaining = app.remaining(true);
+    std::multiset<std::string> left(remaining.begin(), remaining.end());
+    const std::vector<std::string> typed(argv + 1, argv + argc);
+    const bool marker_kept = left.count("--") == static_cast<std::size_t>(std::ranges::count(typed, "--"));
+    std::vector<std::string> stray;
+    bool options_ended = false;
+    for (const std::string& argument : typed) {
+        if (argument == "--" && !options_ended) {
+            options_ended = true;
+            if (marker_kept) left.erase(left.find("--"));
+            continue;
+        }
+        if (const auto found = left.find(argument); found != left.end()) {
+            stray.push_back(argument);
+            left.erase(found);
+        }
+    }
     if (stray.empty()) return error.what();
     std::vector<std::string> quoted;
     for (const std::string& argument : stray) quoted.push_back("'" + printable(argument) + "'");
@@ -513,7 +530,7 @@ int run_command(int argc, char** argv) {
     } catch (const CLI::CallForVersion& e) {
         return app.exit(e);
     } catch (const CLI::ExtrasError& e) {
-        std::cerr << "error: " << unexpected_arguments(app, argc, argv).value_or(stray_arguments(app, e))
+        std::cerr << "error: " << unexpected_arguments(app, argc, argv).value_or(stray_arguments(app, e, argc, argv))
                   << "\n(run trainhost --help for usage)\n";
         return kExitUsage;
     } catch (const CLI::ParseError& e) {

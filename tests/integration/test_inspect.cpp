@@ -158,6 +158,9 @@ TEST_CASE("inspect with a missing, empty or extra argument or an unknown flag ex
         // As --plugins='' is: a slip, not a plugin to look for.
         {{"inspect", ""}, "plugin: needs a plugin name or a path to its .so, not ''"},
         {{"inspect", "progress", "early_stopping"}, "unexpected argument 'early_stopping' (not an option, nor a value an option takes)"},
+        // as typed, after a subcommand too: only the first "--" ends the options
+        {{"inspect", "progress", "x", "--", "y", "--", "z"},
+         "unexpected arguments 'x' 'y' '--' 'z' (not an option, nor a value an option takes)"},
         {{"inspect", "progress", "--yaml"}, "unknown option '--yaml'"},
     };
     test_support::check_usage_errors(cases);
