@@ -319,6 +319,9 @@ struct TrainArguments {
 
 int train(const TrainArguments& args, config::RunConfig config) {
     const lifecycle::InterruptHandler interrupts;
+    // Only where a plugin may draw a live bar: inspect --json, validate, help and the
+    // other commands print for machines as much as for people, and stay as they are.
+    const cli::ClearedTerminalLines cleared;
     lifecycle::SessionOptions options;
     options.config = std::move(config);
     if (args.epochs) {
@@ -442,11 +445,7 @@ void restart_with_passive_openmp_waits(char** argv) {
 // everything is reported, whatever the exit code would have been.
 int main(int argc, char** argv) {
     restart_with_passive_openmp_waits(argv);
-    int exit_code = 0;
-    {
-        const cli::ClearedTerminalLines cleared;
-        exit_code = run_command(argc, argv);
-    }
+    const int exit_code = run_command(argc, argv);
     lifecycle::end_by_pending_interrupt();
     return exit_code;
 }

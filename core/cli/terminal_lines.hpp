@@ -1,5 +1,5 @@
-// On a terminal, each line trainhost prints starts by clearing what a plugin's live
-// status left on it (progress's bar, redrawn with '\r' and never ended), so that a
+// On a terminal, each line a training or predict run prints starts by clearing what a
+// plugin's live status left on it (progress's bar, redrawn with '\r' and never ended), so that a
 // warning, an error or the verdict never runs on from the end of a bar.
 #pragma once
 

@@ -36,6 +36,12 @@ TEST_CASE("on a terminal, each line the host prints clears what a live bar left 
     // erased by the error line, which used to run on from its end.
     CHECK_THAT(run.out, Contains("ETA 0:00\r\033[Kerror: plugin 'test_thrower' failed in batch_end: deliberate failure "
                                  "in batch_end\r\n\r\033[Kfit 1/1: 0 epochs"));
+    // Not where no bar is drawn: inspect --json is for machines on a terminal too.
+    const std::string inspect = std::string("TERM=xterm '") + TRAINHOST_BINARY + "' inspect progress --json";
+    auto json = test_support::run_command({"script", "-qec", inspect, "/dev/null"});
+    CHECK(json.exit_code == 0);
+    CHECK(json.out.find('\033') == std::string::npos);
+    CHECK_THAT(json.out, StartsWith("{\r\n"));
     // Not on a file or a pipe.
     auto piped = run_trainhost({"--config", config.string(), "--plugins=progress," + test_support::test_plugin("test_thrower")});
     CHECK(piped.exit_code == 4);
