@@ -22,12 +22,7 @@ float dropout_keep_scale(float drop_probability) {
 namespace {
 
 void apply_dropout_mask(const float* in, const std::uint8_t* keep, float* out, std::size_t n, float drop_probability) {
-    const float keep_scale = dropout_keep_scale(drop_probability);
-    if (keep_scale == 0.0f) {
-        // Everything is dropped; writing zeros directly also avoids inf * 0 = NaN.
-        fill(out, n, 0.0f);
-        return;
-    }
+    const float keep_scale = dropout_keep_scale(drop_probability);  // 0 where everything is dropped
     // A product at dropped entries too, as PyTorch's: a NaN or infinity there stays
     // NaN, so a diverging layer is not hidden behind the mask.
     for (std::size_t i = 0; i < n; ++i) {

@@ -186,12 +186,8 @@ void apply_dropout_mask(const char* name, const float* in, const std::uint8_t* k
     if (n == 0) {
         return;
     }
-    if (keep_scale == 0.0f) {
-        // Everything is dropped; writing zeros directly also avoids inf * 0 = NaN.
-        fill_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(out, n, 0.0f);
-    } else {
-        dropout_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(in, keep, out, n, keep_scale);
-    }
+    // Everything dropped (keep_scale 0) is a product too: NaN stays NaN, as in PyTorch.
+    dropout_kernel<<<detail::blocks_for(n), kThreads, 0, stream>>>(in, keep, out, n, keep_scale);
     check_launch(name);
 }
 

@@ -327,6 +327,11 @@ TEST_CASE("dropout applies the caller's mask with inverted scaling", "[kernels][
         CHECK(std::isnan(y[1]));
         CHECK(std::isnan(y[2]));
         CHECK(y[3] == -kInf);
+        pass(diverged.data(), keep.data(), y.data(), diverged.size(), 1.0f);  // everything dropped: still a product
+        CHECK(y[0] == 0.0f);
+        CHECK(std::isnan(y[1]));
+        CHECK(std::isnan(y[2]));
+        CHECK(std::isnan(y[3]));
     }
 }
 
