@@ -6,10 +6,11 @@
 // (the `fit` column tells repeats apart; rows the interrupted run logged after its
 // checkpoint stay, so a step may appear twice, the later row being the one that counts).
 //
-// Rows: kind ("step" | "epoch"), fit, epoch (0-based, as in train_state and the
-// report), step (global_step), then every metric as it stands at that moment, in key
-// order: a step row every `every_n_steps` optimizer steps (batch_end), an epoch row
-// at epoch_end, after validation. A step row thus repeats the last epoch end's val_*
+// Rows: kind ("step" | "epoch" | "test"), fit, epoch (0-based, as in train_state and
+// the report), step (global_step), then every metric as it stands at that moment, in
+// key order: a step row every `every_n_steps` optimizer steps (batch_end), an epoch
+// row at epoch_end, after validation, and a test row at fit_end where the fit
+// evaluated a test split. A step row thus repeats the last epoch end's val_*
 // and train_* (Lightning's CSVLogger leaves them empty there): plot those from the
 // epoch rows. An epoch row without a validation (check_val_every_n_epoch, or a stop
 // that took effect before the epoch's first batch) leaves val_* out, as they would be
@@ -139,9 +140,12 @@ private:
 class MetricsLogger final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "metrics_logger";
-    static constexpr const char* version = "1.1.0";  // 1.1: an epoch row without a validation leaves val_* out
+    static constexpr const char* version = "1.2.0";  // 1.2: a test row at fit_end
     static constexpr const char* description = "every metric per step and per epoch to CSV and JSON Lines";
     static constexpr const char* reads = "metrics";
+    // Its state says only that the checkpoint's run was logging: a fit resumed from it
+    // appends, though it may stand at step 0 (no training batch before the save).
+    static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"dir", TH_OPTION_STRING, "\"logs\"", "directory of the log files, created if missing"},
         {"format", TH_OPTION_STRING, "\"both\"", "both, csv or jsonl"},
@@ -170,7 +174,10 @@ public:
         // As Lightning's loggers, a fast_dev_run logs nothing: no file is opened, so no
         // row is written, and an earlier run's files stay as they are.
         if (state.fast_dev_run > 0) return;
-        const bool append = state.fit_index > 0 || state.global_step > 0;  // a later repeat, or resumed
+        // A later repeat, or resumed (from a checkpoint this plugin's state travelled in,
+        // or, saved without it, one past step 0).
+        const bool append = std::exchange(resumed_, false) || state.fit_index > 0 || state.global_step > 0;
+        if (!append) rows_logged_ = 0;
         std::error_code error;
         fs::create_directories(dir_, error);
         if (error) throw std::runtime_error("cannot create directory '" + dir_ + "': " + error.message());
@@ -215,9 +222,26 @@ public:
         jsonl_.sync();
     }
 
+    // Lightning's loggers log the test metrics too: they come after the last epoch
+    // end, so they get a row of their own, where the fit evaluated a test split.
+    void on_fit_end(Context& ctx) override {
+        const auto metrics = ctx.metrics();
+        if (std::none_of(metrics.begin(), metrics.end(), [](const auto& m) { return m.first.starts_with("test_"); }))
+            return;
+        log_row(ctx, "test", ctx.state());
+        csv_.sync();
+        jsonl_.sync();
+    }
+
     void on_teardown(Context&) override {
         csv_.close();
         jsonl_.close();
+    }
+
+    void on_save_state(trainhost::sdk::StateWriter& out) override { out.put<std::uint64_t>(rows_logged_); }
+    void on_load_state(trainhost::sdk::StateReader& in) override {
+        rows_logged_ = in.get<std::uint64_t>();
+        resumed_ = true;
     }
 
 private:
@@ -225,9 +249,17 @@ private:
         auto metrics = ctx.metrics();
         if (std::string_view(kind) == "epoch" && !validation_.validated_in_epoch())
             std::erase_if(metrics, [](const auto& metric) { return metric.first.starts_with("val_"); });
-        for (auto& metric : metrics)  // a metric may not pass for one of the fixed columns
-            if (metric.first == "kind" || metric.first == "fit" || metric.first == "epoch" || metric.first == "step")
-                metric.first = "metric:" + metric.first;
+        // A metric may not pass for one of the fixed columns, nor its new name for another metric.
+        const auto taken = [&](const std::string& key) {
+            return key == "kind" || key == "fit" || key == "epoch" || key == "step" ||
+                   std::any_of(metrics.begin(), metrics.end(), [&](const auto& m) { return m.first == key; });
+        };
+        for (auto& metric : metrics)
+            if (metric.first == "kind" || metric.first == "fit" || metric.first == "epoch" || metric.first == "step") {
+                std::string renamed = "metric:" + metric.first;
+                while (taken(renamed)) renamed = "metric:" + renamed;
+                metric.first = std::move(renamed);
+            }
         const std::string fixed = std::string(kind) + "," + std::to_string(state.fit_index) + "," +
                                   std::to_string(state.epoch) + "," + std::to_string(state.global_step);
         if (csv_.is_open()) write_csv(fixed, metrics);
@@ -239,6 +271,7 @@ private:
                 line += "," + json_string(key) + ":" + (std::isfinite(value) ? number(value) : "null");
             jsonl_.write(line + "}\n");
         }
+        ++rows_logged_;
     }
 
     void write_csv(const std::string& fixed, const std::vector<std::pair<std::string, double>>& metrics) {
@@ -294,6 +327,8 @@ private:
     std::vector<std::string> columns_;  // metric columns, after kind, fit, epoch, step
     bool header_written_ = false;
     std::uint64_t last_logged_step_ = 0;
+    std::uint64_t rows_logged_ = 0;  // by the run and the runs it resumed, for the state
+    bool resumed_ = false;           // this fit's checkpoint carried the state
     trainhost::sdk::ValidationTracker validation_;
 };
 

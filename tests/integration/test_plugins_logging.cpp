@@ -7,7 +7,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
@@ -119,6 +121,79 @@ TEST_CASE("metrics_logger writes every step and epoch row to CSV and JSON Lines"
     CHECK(jsonl[5]["val_loss"].get<double>() == final_metrics["val_loss"].get<double>());
 }
 
+// An uncompressed IDX file (the spelling of torchvision's raw/): big-endian magic and
+// dimensions, then the bytes.
+void write_idx(const std::filesystem::path& file, std::uint32_t magic, const std::vector<std::uint32_t>& dims,
+               const std::vector<std::uint8_t>& payload) {
+    std::vector<std::uint32_t> words{magic};
+    words.insert(words.end(), dims.begin(), dims.end());
+    std::string bytes;
+    for (const std::uint32_t word : words)
+        for (int shift = 24; shift >= 0; shift -= 8) bytes += static_cast<char>((word >> shift) & 0xFF);
+    bytes.append(payload.begin(), payload.end());
+    std::ofstream(file, std::ios::binary) << bytes;
+}
+
+TEST_CASE("metrics_logger: the test split's metrics, which come after the last epoch end, get a row of their own",
+          "[plugins][metrics_logger]") {
+    TempDir dir;
+    const auto data = dir.path() / "idx";
+    std::filesystem::create_directories(data);
+    for (const auto& [split, count] : {std::pair{"train", 8u}, std::pair{"t10k", 4u}}) {
+        std::vector<std::uint8_t> pixels(count * 6), labels(count);
+        for (std::uint32_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<std::uint8_t>(i * 37 % 251);
+        for (std::uint32_t i = 0; i < count; ++i) labels[i] = static_cast<std::uint8_t>(i % 10);
+        write_idx(data / (std::string(split) + "-images-idx3-ubyte"), 0x00000803, {count, 2, 3}, pixels);
+        write_idx(data / (std::string(split) + "-labels-idx1-ubyte"), 0x00000801, {count}, labels);
+    }
+    const auto logs = dir.path() / "logs";
+    auto config = dir.write("run.toml", "seed = 7\nepochs = 2\n[data]\ndataset = \"fashion_mnist\"\npath = \"" +
+                                            data.string() + "\"\nbatch_size = 4\nvalidation_fraction = 0.25\n[model]\n"
+                                            "layers = [ { type = \"flatten\" }, { type = \"dense\", units = 10 } ]\n" +
+                                            logger_table(logs, "every_n_steps = 0\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=metrics_logger", "--report",
+                              (dir.path() / "report.json").string()});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto final_metrics =
+        nlohmann::json::parse(test_support::read_file(dir.path() / "report.json"))["fits"][0]["final_metrics"];
+    const Csv csv = read_csv(logs / "metrics.csv");
+    CHECK(kinds(csv) == std::vector<std::string>{"epoch", "epoch", "test"});
+    CHECK(csv.rows[1].at("test_loss").empty());
+    CHECK(std::stod(csv.rows[2].at("test_loss")) == final_metrics["test_loss"].get<double>());
+    CHECK(std::stod(csv.rows[2].at("test_accuracy")) == final_metrics["test_accuracy"].get<double>());
+    CHECK(csv.rows[2].at("epoch") == "1");
+    const auto jsonl = read_jsonl(logs / "metrics.jsonl");
+    REQUIRE(jsonl.size() == 3);
+    CHECK(jsonl[2]["kind"] == "test");
+    CHECK(jsonl[2]["test_loss"].get<double>() == final_metrics["test_loss"].get<double>());
+    CHECK_FALSE(jsonl[1].contains("test_loss"));
+}
+
+TEST_CASE("metrics_logger: a metric named as a fixed column is renamed, clear of every other metric's name",
+          "[plugins][metrics_logger]") {
+    TempDir dir;
+    const auto logs = dir.path() / "logs";
+    auto config = dir.write("run.toml", tiny_config(1, logger_table(logs, "every_n_steps = 0\n")));
+    // Its metrics "epoch" (101) and "metric:epoch" (201): the first may not take the
+    // second's name, where both went into one column, their cells run together.
+    auto run = run_trainhost({"--config", config.string(),
+                              "--plugins=" + test_plugin("test_loose_declarations_abi11") + ",metrics_logger"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const Csv csv = read_csv(logs / "metrics.csv");
+    CHECK(std::count(csv.header.begin(), csv.header.end(), "metric:epoch") == 1);
+    REQUIRE(csv.rows.size() == 1);
+    CHECK(csv.rows[0].at("epoch") == "0");
+    CHECK(csv.rows[0].at("metric:epoch") == "201");
+    CHECK(csv.rows[0].at("metric:metric:epoch") == "101");
+    const auto jsonl = read_jsonl(logs / "metrics.jsonl");
+    REQUIRE(jsonl.size() == 1);
+    CHECK(jsonl[0]["epoch"] == 0);
+    CHECK(jsonl[0]["metric:epoch"] == 201);
+    CHECK(jsonl[0]["metric:metric:epoch"] == 101);
+}
+
 TEST_CASE("metrics_logger: every_n_steps = 0 gives epoch rows only, and format picks the files", "[plugins][metrics_logger]") {
     TempDir dir;
     SECTION("both formats") {
@@ -158,6 +233,25 @@ TEST_CASE("metrics_logger: repeated fits share one file, told apart by the fit c
     for (const auto& row : csv.rows) fits.push_back(row.at("fit"));
     CHECK(fits == std::vector<std::string>{"0", "0", "0", "1", "1", "1"});
     CHECK(read_jsonl(dir.path() / "metrics.jsonl").size() == 6);
+}
+
+TEST_CASE("metrics_logger: a fit resumed before its first step appends, as any resume", "[plugins][metrics_logger]") {
+    TempDir dir;
+    // No training batch: the checkpoint at epoch 1's end is at step 0.
+    std::string text = tiny_config(1, logger_table(dir.path(), "every_n_steps = 0\n") + "\n[plugins.checkpoint]\ndirpath = \"" +
+                                          (dir.path() / "ck").string() + "\"\n");
+    text.replace(text.find("validation_fraction = 0.25\n"), 27, "validation_fraction = 0.25\nlimit_train_batches = 0\n");
+    auto config = dir.write("run.toml", text);
+    REQUIRE(run_trainhost({"--config", config.string(), "--plugins=checkpoint,metrics_logger"}).exit_code == 0);
+    auto resumed = run_trainhost({"--config", config.string(), "--plugins=checkpoint,metrics_logger", "--epochs", "2",
+                                  "--resume", (dir.path() / "ck" / "epoch=0-step=0.safetensors").string()});
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK(resumed.err.find("holds an earlier run's rows") == std::string::npos);
+    std::vector<std::string> epochs;
+    for (const auto& row : read_csv(dir.path() / "metrics.csv").rows) epochs.push_back(row.at("epoch"));
+    CHECK(epochs == std::vector<std::string>{"0", "1"});
+    CHECK(read_jsonl(dir.path() / "metrics.jsonl").size() == 2);
 }
 
 TEST_CASE("metrics_logger: a directory that cannot be created fails the fit, naming it", "[plugins][metrics_logger]") {

@@ -1,6 +1,7 @@
 // Declarations as a plugin built before ABI 1.2 may have them: a misspelt read
-// ("param") and a metric set without declaring it, whose name has a blank that no
-// declaration could name. Built twice: against this SDK,
+// ("param") and metrics set without declaring them, one whose name has a blank that no
+// declaration could name, and two that metrics_logger must keep apart from its fixed
+// column "epoch" and from each other ("epoch" and "metric:epoch"). Built twice: against this SDK,
 // which the host must refuse to load, and with TEST_ABI_MINOR=1, as if built against
 // the 1.1 header, which must load and run as before (its declarations only order).
 #include <trainhost/abi.h>
@@ -20,7 +21,12 @@ public:
     static constexpr const char* reads = "param";
     LooseDeclarations(trainhost::sdk::Context&, const trainhost::sdk::Options&) {}
 
-    void on_epoch_end(trainhost::sdk::Context& ctx) override { ctx.set_metric("loose epochs", static_cast<double>(ctx.state().epoch + 1)); }
+    void on_epoch_end(trainhost::sdk::Context& ctx) override {
+        const auto epochs = static_cast<double>(ctx.state().epoch + 1);
+        ctx.set_metric("loose epochs", epochs);
+        ctx.set_metric("epoch", 100 + epochs);
+        ctx.set_metric("metric:epoch", 200 + epochs);
+    }
 };
 
 }  // namespace
