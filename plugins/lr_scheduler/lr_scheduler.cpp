@@ -37,7 +37,7 @@ Schedule parse_schedule(const std::string& name) {
 class LrScheduler final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "lr_scheduler";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.1.0";
     static constexpr const char* description = "set the learning rate on a schedule: warmup, then step, exponential, cosine or linear decay";
     static constexpr const char* reads = "";
     static constexpr const char* writes = "lr,metric:lr_scheduler.lr";
@@ -79,15 +79,15 @@ public:
     // scheduled one only after setup).
     void on_setup(Context& ctx) override {
         base_lr_ = ctx.learning_rate();
-        if (!began_at_lr_) began_at_lr_ = base_lr_;
+        if (!scheduled_from_lr_) scheduled_from_lr_ = base_lr_;
     }
 
     // After a resume's restore; training only (predict mode has no fit_start).
     void on_fit_start(Context& ctx) override {
         // The config's rate wins, as the host's own rule for a changed lr has it.
-        if (began_at_lr_ && *began_at_lr_ != base_lr_)
-            ctx.warn("the schedule began at learning rate " + format_number(*began_at_lr_) + "; this run's is " +
-                     format_number(base_lr_) + ", and the schedule goes on from that");
+        if (scheduled_from_lr_ && *scheduled_from_lr_ != base_lr_)
+            ctx.warn("the checkpoint's run scheduled from learning rate " + format_number(*scheduled_from_lr_) +
+                     "; this run's is " + format_number(base_lr_) + ", and the schedule goes on from that");
         if (min_lr_ > base_lr_ && schedule_ != Schedule::constant)
             ctx.warn("min_lr " + format_number(min_lr_) + " is above the optimizer's learning rate " +
                      format_number(base_lr_) + ": the rate does not decay");
@@ -130,7 +130,9 @@ public:
     void on_save_state(trainhost::sdk::StateWriter& out) override {
         out.put<std::uint8_t>(per_step_ ? 1 : 0);
         out.put<std::uint64_t>(resolved_length_);
-        out.put(began_at_lr_.value_or(base_lr_));
+        // The rate this run schedules from: a resume from its checkpoints compares with
+        // that, so a changed rate is warned of once, not again at every later resume.
+        out.put(base_lr_);
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
         const auto per_step = in.get<std::uint8_t>();
@@ -145,7 +147,7 @@ public:
         if (!(base_lr >= 0 && base_lr <= 1000))
             throw std::runtime_error("saved state has a learning rate of " + format_number(base_lr) +
                                      ", not one in [0, 1000]");
-        began_at_lr_ = base_lr;
+        scheduled_from_lr_ = base_lr;
         if ((per_step == 1) != per_step_) {
             if (length != 0)
                 Context(link_, nullptr).warn("the saved schedule counted " + std::string(per_step == 1 ? "steps" : "epochs") +
@@ -200,7 +202,7 @@ private:
     std::int64_t decay_length_;
     double min_lr_;
     double base_lr_ = 0;                 // the optimizer's at setup: where this run's schedule starts
-    std::optional<double> began_at_lr_;  // where the schedule began, in this run or the one resumed
+    std::optional<double> scheduled_from_lr_;  // the resumed checkpoint run's base rate, else this run's
     std::uint64_t resolved_length_ = 0;  // decay_length 0: the run's, once known or restored
     bool length_checked_ = false;
 };

@@ -208,9 +208,17 @@ TEST_CASE("a resumed lr_scheduler continues its schedule exactly, mid-epoch too,
                                       "--report", report.string()});
         INFO(resumed.out << resumed.err);
         REQUIRE(resumed.exit_code == 0);
-        CHECK_THAT(resumed.err, Contains("warning: [lr_scheduler] the schedule began at learning rate 0.1; this run's "
-                                         "is 0.2, and the schedule goes on from that\n"));
+        CHECK_THAT(resumed.err, Contains("warning: [lr_scheduler] the checkpoint's run scheduled from learning rate 0.1; "
+                                         "this run's is 0.2, and the schedule goes on from that\n"));
         check_rates(rates(report), {0.2 * 0.25, 0.2 * 0.125});
+        // Resumed again at the same rate: nothing changed since the last run, nothing to say.
+        text.replace(text.find("epochs = 4"), 10, "epochs = 5");
+        auto again = run_trainhost({"--config", dir.write("again.toml", text).string(), plugins, "--resume", "last",
+                                    "--report", report.string()});
+        INFO(again.out << again.err);
+        REQUIRE(again.exit_code == 0);
+        CHECK(again.err.empty());
+        check_rates(rates(report), {0.2 * 0.0625});
     }
 }
 
