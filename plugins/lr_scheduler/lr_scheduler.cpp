@@ -88,6 +88,9 @@ public:
         if (scheduled_from_lr_ && *scheduled_from_lr_ != base_lr_)
             ctx.warn("the checkpoint's run scheduled from learning rate " + format_number(*scheduled_from_lr_) +
                      "; this run's is " + format_number(base_lr_) + ", and the schedule goes on from that");
+        // What its checkpoints keep: a resume from them compares with this run's rate,
+        // so a changed rate is warned of once, not again at every later resume.
+        scheduled_from_lr_ = base_lr_;
         if (min_lr_ > base_lr_ && schedule_ != Schedule::constant)
             ctx.warn("min_lr " + format_number(min_lr_) + " is above the optimizer's learning rate " +
                      format_number(base_lr_) + ": the rate does not decay");
@@ -130,9 +133,7 @@ public:
     void on_save_state(trainhost::sdk::StateWriter& out) override {
         out.put<std::uint8_t>(per_step_ ? 1 : 0);
         out.put<std::uint64_t>(resolved_length_);
-        // The rate this run schedules from: a resume from its checkpoints compares with
-        // that, so a changed rate is warned of once, not again at every later resume.
-        out.put(base_lr_);
+        out.put(scheduled_from_lr_.value_or(base_lr_));
     }
     void on_load_state(trainhost::sdk::StateReader& in) override {
         const auto per_step = in.get<std::uint8_t>();
@@ -202,7 +203,7 @@ private:
     std::int64_t decay_length_;
     double min_lr_;
     double base_lr_ = 0;                 // the optimizer's at setup: where this run's schedule starts
-    std::optional<double> scheduled_from_lr_;  // the resumed checkpoint run's base rate, else this run's
+    std::optional<double> scheduled_from_lr_;  // the resumed checkpoint run's base rate until fit_start
     std::uint64_t resolved_length_ = 0;  // decay_length 0: the run's, once known or restored
     bool length_checked_ = false;
 };
