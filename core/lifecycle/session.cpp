@@ -287,6 +287,7 @@ SessionResult Session::run() {
 
 void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.fit_index = index;
+    state_.resumed = resume_ ? 1 : 0;  // the first fit alone takes the --resume checkpoint
     state_.epoch = 0;
     state_.global_step = 0;
     fit_step_ = 0;

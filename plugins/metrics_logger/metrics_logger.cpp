@@ -20,8 +20,10 @@
 // during a fit (val_* appear at the first epoch end), so a row bringing a new key
 // rewrites the file once, the column added at the end and an empty cell in each
 // earlier row, through a temporary file renamed over the old one (a crash leaves one
-// or the other). New keys stop appearing after the first epoch. NaN and infinities
-// are null in JSON Lines, nan/inf/-inf in CSV (both read back by pandas).
+// or the other). New keys stop appearing after the first epoch, but for the test
+// row's test_*, which rewrite it once more at the fit's end (a repeat's test row
+// finds its columns there). NaN and infinities are null in JSON Lines, nan/inf/-inf
+// in CSV (both read back by pandas).
 #include <trainhost/sdk.hpp>
 
 #include <algorithm>
@@ -143,9 +145,6 @@ public:
     static constexpr const char* version = "1.2.0";  // 1.2: a test row at fit_end
     static constexpr const char* description = "every metric per step and per epoch to CSV and JSON Lines";
     static constexpr const char* reads = "metrics";
-    // Its state says only that the checkpoint's run was logging: a fit resumed from it
-    // appends, though it may stand at step 0 (no training batch before the save).
-    static constexpr std::uint32_t state_version = 1;
     static constexpr th_option_spec options[] = {
         {"dir", TH_OPTION_STRING, "\"logs\"", "directory of the log files, created if missing"},
         {"format", TH_OPTION_STRING, "\"both\"", "both, csv or jsonl"},
@@ -174,10 +173,9 @@ public:
         // As Lightning's loggers, a fast_dev_run logs nothing: no file is opened, so no
         // row is written, and an earlier run's files stay as they are.
         if (state.fast_dev_run > 0) return;
-        // A later repeat, or resumed (from a checkpoint this plugin's state travelled in,
-        // or, saved without it, one past step 0).
-        const bool append = std::exchange(resumed_, false) || state.fit_index > 0 || state.global_step > 0;
-        if (!append) rows_logged_ = 0;
+        // A later repeat, or resumed (at step 0 too; a host before ABI 1.11 does not say,
+        // and a resume is then told by a step taken).
+        const bool append = state.fit_index > 0 || state.resumed != 0 || state.global_step > 0;
         std::error_code error;
         fs::create_directories(dir_, error);
         if (error) throw std::runtime_error("cannot create directory '" + dir_ + "': " + error.message());
@@ -238,28 +236,19 @@ public:
         jsonl_.close();
     }
 
-    void on_save_state(trainhost::sdk::StateWriter& out) override { out.put<std::uint64_t>(rows_logged_); }
-    void on_load_state(trainhost::sdk::StateReader& in) override {
-        rows_logged_ = in.get<std::uint64_t>();
-        resumed_ = true;
-    }
 
 private:
     void log_row(Context& ctx, const char* kind, const trainhost::sdk::TrainState& state) {
         auto metrics = ctx.metrics();
         if (std::string_view(kind) == "epoch" && !validation_.validated_in_epoch())
             std::erase_if(metrics, [](const auto& metric) { return metric.first.starts_with("val_"); });
-        // A metric may not pass for one of the fixed columns, nor its new name for another metric.
-        const auto taken = [&](const std::string& key) {
-            return key == "kind" || key == "fit" || key == "epoch" || key == "step" ||
-                   std::any_of(metrics.begin(), metrics.end(), [&](const auto& m) { return m.first == key; });
-        };
+        // A metric may not pass for one of the fixed columns: "epoch" is written
+        // "metric:epoch", and so that no other metric can have that name in any row, one
+        // named "metric:..." gains the prefix too (the names stay apart, row after row).
         for (auto& metric : metrics)
-            if (metric.first == "kind" || metric.first == "fit" || metric.first == "epoch" || metric.first == "step") {
-                std::string renamed = "metric:" + metric.first;
-                while (taken(renamed)) renamed = "metric:" + renamed;
-                metric.first = std::move(renamed);
-            }
+            if (metric.first == "kind" || metric.first == "fit" || metric.first == "epoch" || metric.first == "step" ||
+                metric.first.starts_with("metric:"))
+                metric.first = "metric:" + metric.first;
         const std::string fixed = std::string(kind) + "," + std::to_string(state.fit_index) + "," +
                                   std::to_string(state.epoch) + "," + std::to_string(state.global_step);
         if (csv_.is_open()) write_csv(fixed, metrics);
@@ -271,7 +260,6 @@ private:
                 line += "," + json_string(key) + ":" + (std::isfinite(value) ? number(value) : "null");
             jsonl_.write(line + "}\n");
         }
-        ++rows_logged_;
     }
 
     void write_csv(const std::string& fixed, const std::vector<std::pair<std::string, double>>& metrics) {
@@ -327,8 +315,6 @@ private:
     std::vector<std::string> columns_;  // metric columns, after kind, fit, epoch, step
     bool header_written_ = false;
     std::uint64_t last_logged_step_ = 0;
-    std::uint64_t rows_logged_ = 0;  // by the run and the runs it resumed, for the state
-    bool resumed_ = false;           // this fit's checkpoint carried the state
     trainhost::sdk::ValidationTracker validation_;
 };
 

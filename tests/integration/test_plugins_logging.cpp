@@ -175,8 +175,9 @@ TEST_CASE("metrics_logger: a metric named as a fixed column is renamed, clear of
     TempDir dir;
     const auto logs = dir.path() / "logs";
     auto config = dir.write("run.toml", tiny_config(1, logger_table(logs, "every_n_steps = 0\n")));
-    // Its metrics "epoch" (101) and "metric:epoch" (201): the first may not take the
-    // second's name, where both went into one column, their cells run together.
+    // Its metrics "epoch" (101) and "metric:epoch" (201): "epoch" is written
+    // "metric:epoch", and "metric:epoch" "metric:metric:epoch", in every row whatever
+    // metrics it holds, where both went into one column, their cells run together.
     auto run = run_trainhost({"--config", config.string(),
                               "--plugins=" + test_plugin("test_loose_declarations_abi11") + ",metrics_logger"});
     INFO(run.out << run.err);
@@ -185,13 +186,13 @@ TEST_CASE("metrics_logger: a metric named as a fixed column is renamed, clear of
     CHECK(std::count(csv.header.begin(), csv.header.end(), "metric:epoch") == 1);
     REQUIRE(csv.rows.size() == 1);
     CHECK(csv.rows[0].at("epoch") == "0");
-    CHECK(csv.rows[0].at("metric:epoch") == "201");
-    CHECK(csv.rows[0].at("metric:metric:epoch") == "101");
+    CHECK(csv.rows[0].at("metric:epoch") == "101");
+    CHECK(csv.rows[0].at("metric:metric:epoch") == "201");
     const auto jsonl = read_jsonl(logs / "metrics.jsonl");
     REQUIRE(jsonl.size() == 1);
     CHECK(jsonl[0]["epoch"] == 0);
-    CHECK(jsonl[0]["metric:epoch"] == 201);
-    CHECK(jsonl[0]["metric:metric:epoch"] == 101);
+    CHECK(jsonl[0]["metric:epoch"] == 101);
+    CHECK(jsonl[0]["metric:metric:epoch"] == 201);
 }
 
 TEST_CASE("metrics_logger: every_n_steps = 0 gives epoch rows only, and format picks the files", "[plugins][metrics_logger]") {

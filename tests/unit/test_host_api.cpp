@@ -346,7 +346,9 @@ constexpr std::uint32_t kTrainStateBefore19 = offsetof(th_train_state, sanity_ch
 static_assert(kTrainStateBefore19 == 136);
 constexpr std::uint32_t kTrainStateBefore110 = offsetof(th_train_state, fast_dev_run);
 static_assert(kTrainStateBefore110 == 144);
-static_assert(sizeof(th_train_state) == 152);
+constexpr std::uint32_t kTrainStateBefore111 = offsetof(th_train_state, resumed);
+static_assert(kTrainStateBefore111 == 152);
+static_assert(sizeof(th_train_state) == 160);
 // A Context lives for one hook call: one kept as a copy would write its control value
 // into the host's result of a call long over.
 static_assert(!std::is_copy_constructible_v<trainhost::sdk::Context> &&
@@ -362,6 +364,7 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
     state.check_val_every_n_epoch = 0x5eed;  // past what a 1.7 host knows
     state.sanity_checking = 1;               // past what a 1.8 host knows
     state.fast_dev_run = 3;                  // past what a 1.9 host knows
+    state.resumed = 1;                       // past what a 1.10 host knows
     std::memcpy(out, &state, known);
     out->struct_size = known;
     return TH_OK;
@@ -421,6 +424,27 @@ TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", 
         CHECK(state.accumulate_grad_batches == 2);
         CHECK(state.max_steps == 0);
         CHECK(sdk::position_text(state) == "epoch 1/3");
+    }
+}
+
+TEST_CASE("train_state gives ABI 1.11's resumed only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    SECTION("a plugin built for 1.10 keeps what lies past its struct") {
+        th_train_state old{};
+        old.struct_size = kTrainStateBefore111;
+        old.resumed = 0x5eed;
+        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+        CHECK(old.struct_size == kTrainStateBefore111);
+        CHECK(old.resumed == 0x5eed);
+    }
+    SECTION("the SDK on a 1.10 host: 0, not resumed") {
+        api.abi_minor = 10;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore111>;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.struct_size == kTrainStateBefore111);
+        CHECK(state.fast_dev_run == 3);
+        CHECK(state.resumed == 0);
     }
 }
 

@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 10
+#define TH_ABI_MINOR 11
 
 /* The most epochs a run may have; th_train_state.max_epochs holds it where the run
  * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
@@ -194,6 +194,14 @@ typedef struct th_train_state {
      * when the struct_size train_state returned covers it: an older host does not
      * write it (the SDK's state() zero-fills: off). */
     uint64_t fast_dev_run;
+    /* ABI 1.11: 1 in a fit that resumes from a checkpoint (--resume), from setup to
+     * teardown, else 0 (a fresh fit, one started from --weights, and the later fits
+     * of --repeat): Lightning's ckpt_path given to fit. A plugin that appends to its
+     * own files (a logger) tells a resume by it, which may stand at step 0, rather
+     * than by the counters. Its saved state, if any, is loaded after setup. Read it
+     * only when the struct_size train_state returned covers it: an older host does
+     * not write it (the SDK's state() zero-fills: not resumed). */
+    uint64_t resumed;
 } th_train_state;
 
 typedef struct th_param_info {
