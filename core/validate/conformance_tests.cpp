@@ -355,6 +355,7 @@ std::string test_state_roundtrip(TestContext& c) {
     (void)host.destroy(std::move(first));
     if (!failure.empty()) return "save_state failed: " + failure;
     auto second = host.create(c.library, options);
+    host.set_resumed(true);  // as a resumed fit sees it, from setup on
     if (auto setup = host.run_hook(*second, TH_HOOK_SETUP); !setup.empty()) return "setup before restoring failed: " + setup;
     plugin::HookOutcome loaded = host.load_state(*second, saved);
     if (loaded.failed()) return "load_state refused its own saved state: " + loaded.message;

@@ -42,6 +42,8 @@ public:
     // Destroys the instance and returns what the ledger found it still held.
     [[nodiscard]] std::vector<resources::Leak> destroy(std::unique_ptr<plugin::PluginInstance> instance);
 
+    // state().resumed, as the core sets it from setup on in a fit that resumes.
+    void set_resumed(bool resumed) noexcept { state_.resumed = resumed ? 1 : 0; }
     [[nodiscard]] std::vector<unsigned char> save_state(plugin::PluginInstance& instance, std::string& failure);
     // In the setup phase, as the core restores a checkpoint.
     [[nodiscard]] plugin::HookOutcome load_state(plugin::PluginInstance& instance, const std::vector<unsigned char>& bytes);

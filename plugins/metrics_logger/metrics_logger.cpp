@@ -236,7 +236,6 @@ public:
         jsonl_.close();
     }
 
-
 private:
     void log_row(Context& ctx, const char* kind, const trainhost::sdk::TrainState& state) {
         auto metrics = ctx.metrics();

@@ -2,6 +2,7 @@
 // moments, trainer counters, plugin states): each is refused with the file and what
 // is wrong, and what a run itself saves resumes.
 #include "checkpoint/checkpoint_file.hpp"
+#include "integration/checkpoint_runs.hpp"
 #include "integration/forged_checkpoint.hpp"
 #include "integration/process.hpp"
 
@@ -344,4 +345,24 @@ TEST_CASE("a relative dirpath is another directory in another working directory:
     CHECK(spelt.exit_code == 0);
     CHECK_THAT(spelt.err, !Contains("outside dirpath"));
     CHECK(files_in(dir.path() / "a" / "ck") == std::vector<std::string>{"epoch=2-step=6.safetensors", "last.safetensors"});
+}
+
+TEST_CASE("train_state.resumed is 1 from setup on in the fit that resumes, and 0 in any other", "[checkpoint][resume][abi]") {
+    TempDir dir;
+    const std::string tables =
+        checkpoint_runs::checkpoint_table(dir.path() / "ckpt") + "\n[plugins.test_recorder]\nsay_resumed = true\n";
+    const auto config = dir.write("run.toml", tiny_config(1, tables)).string();
+    const std::string plugins = "--plugins=checkpoint," + test_support::test_plugin("test_recorder");
+    auto fresh = test_support::run_trainhost({"--config", config, plugins});
+    REQUIRE(fresh.exit_code == 0);
+    CHECK_THAT(fresh.out, Contains("test_recorder: fit 1 resumed = 0\n"));
+    // Only the first fit of --repeat takes the checkpoint.
+    auto resumed = test_support::run_trainhost({"--config", config, plugins, "--epochs", "2", "--resume", "last", "--repeat", "2"});
+    INFO(resumed.out << resumed.err);
+    REQUIRE(resumed.exit_code == 0);
+    CHECK_THAT(resumed.out, Contains("test_recorder: fit 1 resumed = 1\n") && Contains("test_recorder: fit 2 resumed = 0\n"));
+    // Parameters alone start a fresh fit.
+    auto weights = test_support::run_trainhost({"--config", config, plugins, "--weights", "last"});
+    REQUIRE(weights.exit_code == 0);
+    CHECK_THAT(weights.out, Contains("test_recorder: fit 1 resumed = 0\n"));
 }

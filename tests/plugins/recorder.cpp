@@ -28,18 +28,28 @@ public:
          "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
         {"sanity_check_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at the sanity check's validation_end"},
         {"batch_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at every batch_end"},
+        {"say_resumed", TH_OPTION_BOOL, "false", "print 'test_recorder: fit N resumed = R' at setup"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
           stop_at_step_(options.get_int("stop_at_step")), stop_at_epoch_start_(options.get_int("stop_at_epoch_start")),
           stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")),
           sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)),
-          batch_ms_(std::clamp<std::int64_t>(options.get_int("batch_ms"), 0, 10'000)) {
+          batch_ms_(std::clamp<std::int64_t>(options.get_int("batch_ms"), 0, 10'000)),
+          say_resumed_(options.get_bool("say_resumed")) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
         static int instances = 0;
         ctx.info("test_recorder instance " + std::to_string(++instances));
+    }
+
+    void on_setup(trainhost::sdk::Context& ctx) override {
+        HookLog::on_setup(ctx);
+        const auto state = ctx.state();
+        if (say_resumed_)
+            ctx.info("test_recorder: fit " + std::to_string(state.fit_index + 1) +
+                     " resumed = " + std::to_string(state.resumed));
     }
 
     void on_fit_start(trainhost::sdk::Context& ctx) override {
@@ -80,6 +90,7 @@ private:
     bool nan_metric_;
     std::int64_t sanity_check_ms_;
     std::int64_t batch_ms_;
+    bool say_resumed_;
     std::vector<double> values_;
 };
 
