@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <fmt/format.h>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -460,7 +461,13 @@ th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const
         if (k > total)
             return fail(host, TH_INVALID_ARGUMENT,
                         fmt::format("magnitude_threshold: k = {} but the parameters hold {} entries", k, total));
-        *out = host->services->model_backend().kth_smallest_magnitude(spans, k);
+        // Past the entries the masks keep, or a NaN among them: the backend's refusal is
+        // the caller's argument, not a failure of the host.
+        try {
+            *out = host->services->model_backend().kth_smallest_magnitude(spans, k);
+        } catch (const std::invalid_argument& e) {
+            return fail(host, TH_INVALID_ARGUMENT, fmt::format("{} (of the entries the masks keep)", e.what()));
+        }
         return TH_OK;
     });
 }

@@ -178,6 +178,10 @@ TEST_CASE("a host call with a missing or wrong argument is refused with what is 
     REQUIRE(api.acquire(h, TH_RESOURCE_STREAM, 0, TH_SCOPE_FIT, "s", &stream) == TH_OK);
     th_handle odd{};
     REQUIRE(api.acquire(h, TH_RESOURCE_DEVICE_MEMORY, 6, TH_SCOPE_FIT, "odd", &odd) == TH_OK);
+    th_handle pruned_all{};  // a mask that keeps none of parameter 0's entries
+    REQUIRE(api.acquire(h, TH_RESOURCE_DEVICE_MEMORY, info.numel * sizeof(float), TH_SCOPE_FIT, "mask", &pruned_all) ==
+            TH_OK);
+    REQUIRE(api.fill(h, pruned_all, 0.0f) == TH_OK);
     double number = 0;
     std::uint32_t count = 0;
     const char* key = nullptr;
@@ -241,6 +245,9 @@ TEST_CASE("a host call with a missing or wrong argument is refused with what is 
          TH_INVALID_ARGUMENT,
          "magnitude_threshold: k = " + std::to_string(info.numel + 1) + " but the parameters hold " +
              std::to_string(info.numel) + " entries"},
+        {"magnitude_threshold past the entries the masks keep",
+         [&] { return api.magnitude_threshold(h, &first, &pruned_all, 1, 1, &threshold); }, TH_INVALID_ARGUMENT,
+         "magnitude_threshold: k = 1 exceeds n = 0 (of the entries the masks keep)"},
         {"fill of a part float", [&] { return api.fill(h, odd, 1.0f); }, TH_INVALID_ARGUMENT,
          "fill needs device memory holding whole floats"},
         {"fill of a stream", [&] { return api.fill(h, stream, 1.0f); }, TH_INVALID_ARGUMENT,
@@ -267,6 +274,7 @@ TEST_CASE("a host call with a missing or wrong argument is refused with what is 
     CHECK(ledger.misuses().empty());  // wrong arguments, not misuse of the ledger
     api.release(h, stream, 0);
     api.release(h, odd, 6);
+    api.release(h, pruned_all, info.numel * sizeof(float));
 }
 
 TEST_CASE("the SDK refuses a call of ABI 1.4 or 1.5 on an older host instead of reading past its table", "[host_api][abi][sdk]") {
