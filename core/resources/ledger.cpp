@@ -152,12 +152,16 @@ th_handle Ledger::acquire(OwnerId owner, th_resource_kind kind, std::uint64_t by
 // path for a good handle stays short.
 void Ledger::refuse_missing(OwnerId owner, th_handle handle, const char* operation) {
     // A live lease reached through a handle not copied whole (its id alone, say):
-    // diagnosed as what it would be through the whole handle, never used.
+    // diagnosed as what it would be through the whole handle, never used. So is the
+    // caller's reclaimed lease, which only its whole handle ends late.
     const LeaseRecord* by_id = nullptr;
     if (handle.id != 0)
         live_.for_each([&](const LeaseRecord& lease) { by_id = lease.id == handle.id ? &lease : by_id; });
-    if (by_id != nullptr) {
-        const bool foreign = by_id->owner != owner;
+    const auto reclaimed = reclaimed_.find(handle.id);
+    const bool own_reclaimed_in_part = reclaimed != reclaimed_.end() && reclaimed->second.owner == owner &&
+                                       !same_handle(reclaimed->second.handle, handle);
+    if (by_id != nullptr || own_reclaimed_in_part) {
+        const bool foreign = by_id != nullptr && by_id->owner != owner;
         std::string detail = fmt::format("{} of lease {}{} through a handle that was not copied whole (copy "
                                          "th_handle as it is)",
                                          operation, handle.id,
@@ -186,6 +190,10 @@ void Ledger::refuse_missing(OwnerId owner, th_handle handle, const char* operati
     throw ResourceError(TH_INVALID_HANDLE, detail);
 }
 
+bool Ledger::same_handle(const th_handle& a, const th_handle& b) noexcept {
+    return a.id == b.id && a.generation == b.generation && a.reserved == b.reserved;
+}
+
 void Ledger::remember_released(std::uint64_t id, OwnerId owner) noexcept {
     recently_released_[released_count_++ % recently_released_.size()] = {id, owner};
 }
@@ -207,18 +215,17 @@ LeaseRecord& Ledger::checked(OwnerId owner, th_handle handle, const char* operat
         record_misuse(owner, MisuseKind::foreign_handle, handle.id, detail);
         throw ResourceError(TH_INVALID_HANDLE, detail);
     }
-    if (lease.generation != handle.generation) {
-        std::string detail = fmt::format("{} of lease {} through a stale handle", operation, handle.id);
-        record_misuse(owner, MisuseKind::use_after_reclaim, handle.id, detail);
-        throw ResourceError(TH_INVALID_HANDLE, detail);
-    }
+    // Generations never change (a reclaimed id is remembered instead), so another
+    // generation is a handle not copied whole, diagnosed as refuse_missing does.
+    if (lease.generation != handle.generation) refuse_missing(owner, handle, operation);
     return lease;
 }
 
 void Ledger::release(OwnerId owner, th_handle handle, std::uint64_t bytes) {
     if (live_.find(handle) == nullptr)
         if (const auto reclaimed = reclaimed_.find(handle.id);
-            reclaimed != reclaimed_.end() && reclaimed->second.owner == owner && !reclaimed->second.owner_ended) {
+            reclaimed != reclaimed_.end() && reclaimed->second.owner == owner && !reclaimed->second.owner_ended &&
+            same_handle(reclaimed->second.handle, handle)) {
             if (reclaimed->second.memory && bytes != reclaimed->second.bytes) {
                 std::string detail = fmt::format("release of lease {} as {} bytes; it held {} (reclaimed)", handle.id,
                                                  bytes, reclaimed->second.bytes);
@@ -342,7 +349,8 @@ std::vector<Leak> Ledger::collect(std::string_view boundary, ViolationPolicy pol
     if (policy != ViolationPolicy::ignore) {
         for (const Leak& leak : leaks) {
             reclaimed_.emplace(leak.lease.id,
-                               Reclaimed{leak.lease.owner, is_memory(leak.lease.kind), leak.lease.bytes_requested});
+                               Reclaimed{th_handle{leak.lease.id, leak.lease.generation, leak.lease.slot + 1}, leak.lease.owner,
+                                         is_memory(leak.lease.kind), leak.lease.bytes_requested});
             count_out(leak.lease);
             live_.erase(leak.lease.slot);
             free_upstream(leak.lease);

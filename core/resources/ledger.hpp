@@ -12,6 +12,7 @@
 #include "resources/violation.hpp"
 
 #include <array>
+#include <deque>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -136,6 +137,7 @@ public:
 
 private:
     LeaseRecord& checked(OwnerId owner, th_handle handle, const char* operation);
+    [[nodiscard]] static bool same_handle(const th_handle& a, const th_handle& b) noexcept;
     [[noreturn, gnu::cold, gnu::noinline]] void refuse_missing(OwnerId owner, th_handle handle, const char* operation);
     void check_budget(OwnerId owner, device::DeviceIndex device, std::uint64_t bytes) const;
     void* allocate_upstream(th_resource_kind kind, std::uint64_t bytes, device::DeviceIndex device,
@@ -147,10 +149,12 @@ private:
     std::vector<Leak> collect(std::string_view boundary, ViolationPolicy policy, LeakRule rule, Matches&& matches);
 
     std::vector<device::Device*> devices_;
-    std::vector<std::string> owners_;
+    // A deque, so a name handed out (th_owner_usage.name) stays put when more owners register.
+    std::deque<std::string> owners_;
     std::vector<OwnerUsage> usage_;
     LeaseTable live_;
     struct Reclaimed {
+        th_handle handle;  // whole, so only a handle copied as it is ends the leak
         OwnerId owner;
         bool memory;
         std::uint64_t bytes;

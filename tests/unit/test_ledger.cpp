@@ -62,6 +62,16 @@ TEST_CASE("ledger refuses and counts misuse", "[ledger]") {
         CHECK(ledger.usage(alice).bytes_in_use == 128);  // neither released it
         ledger.release(alice, handle, 128);
     }
+    SECTION("its own live lease through a handle with another generation") {
+        const th_handle other_generation{handle.id, handle.generation + 1, handle.reserved};
+        CHECK_THROWS_WITH(ledger.release(alice, other_generation, 128),
+                          "release of lease " + std::to_string(handle.id) +
+                              " through a handle that was not copied whole (copy th_handle as it is)");
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::unknown_handle);
+        CHECK(ledger.usage(alice).bytes_in_use == 128);
+        ledger.release(alice, handle, 128);
+    }
     SECTION("double free") {
         ledger.release(alice, handle, 128);
         CHECK_THROWS_AS(ledger.release(alice, handle, 128), ResourceError);
@@ -116,6 +126,15 @@ TEST_CASE("the owner's first release of a reclaimed lease is no misuse, a second
         CHECK_THROWS_AS(ledger.release(alice, handle, 128), ResourceError);
         REQUIRE(ledger.misuses().size() == 1);
         CHECK(ledger.misuses()[0].kind == MisuseKind::double_free);
+    }
+    SECTION("by its owner through a handle not copied whole: refused, and the whole handle still ends the leak") {
+        CHECK_THROWS_WITH(ledger.release(alice, th_handle{handle.id, 0, 0}, 128),
+                          "release of lease " + std::to_string(handle.id) +
+                              " through a handle that was not copied whole (copy th_handle as it is)");
+        REQUIRE(ledger.misuses().size() == 1);
+        CHECK(ledger.misuses()[0].kind == MisuseKind::unknown_handle);
+        ledger.release(alice, handle, 128);
+        CHECK(ledger.misuses().size() == 1);
     }
     SECTION("by another owner: a foreign handle, and alice's own release still ends the leak") {
         CHECK_THROWS_WITH(ledger.release(bob, handle, 128),
@@ -454,4 +473,14 @@ TEST_CASE("a move that fails part way leaves the lease whole where it was and no
     ledger.release(owner, handle, 256);
     CHECK(cpu.memory().stats().in_use == 0);
     CHECK(ledger.misuses().empty());
+}
+
+TEST_CASE("an owner's name stays where it was handed out while more owners register", "[ledger]") {
+    device::CpuDevice cpu(0);
+    Ledger ledger({&cpu});
+    const auto first = ledger.register_owner("togpu");  // short enough to live inside the string
+    const char* handed_out = ledger.owner_name(first).c_str();
+    for (int i = 0; i < 100; ++i) (void)ledger.register_owner("plugin" + std::to_string(i));
+    CHECK(ledger.owner_name(first).c_str() == handed_out);
+    CHECK(std::string(handed_out) == "togpu");
 }

@@ -244,7 +244,7 @@ typedef struct th_option_value {
 
 typedef struct th_owner_usage {
     uint32_t struct_size;
-    const char* name;         /* "core" or the plugin's name */
+    const char* name;         /* "core" or the plugin's name; lives as long as the host */
     uint64_t leases;
     uint64_t bytes_in_use;    /* device memory, as requested */
     uint64_t bytes_reserved;  /* device and pinned memory after rounding, plus other kinds */
