@@ -55,6 +55,9 @@ void Session::log(resources::OwnerId owner, th_log_level level, std::string_view
     case TH_LOG_INFO: out_ << message << '\n' << std::flush; break;
     case TH_LOG_WARNING: err_ << fmt::format("warning: [{}] {}\n", ledger_->owner_name(owner), message); break;
     case TH_LOG_ERROR: err_ << fmt::format("error: [{}] {}\n", ledger_->owner_name(owner), message); break;
+    default:  // a plugin's bug, but its message is not lost
+        err_ << fmt::format("warning: [{}] {} (logged at unknown level {})\n", ledger_->owner_name(owner), message,
+                            static_cast<int>(level));
     }
 }
 

@@ -455,6 +455,14 @@ TEST_CASE("misuse is refused, counted and fails the run, never crashes", "[contr
     }
 }
 
+TEST_CASE("a plugin's message at an unknown log level is shown as a warning, not lost", "[contract][misuse]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"unknown_log_level\"\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("warning: [test_misuser] logged at level seven (logged at unknown level 7)\n"));
+}
+
 TEST_CASE("a freed or foreign or made-up handle is refused as its own misuse kind", "[contract][misuse]") {
     struct Case {
         std::string misuse;

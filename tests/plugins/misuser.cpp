@@ -18,7 +18,7 @@ public:
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
          "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle, unknown_handle or "
-         "save_mid_batch, reclaimed_wrong_size, state_write_outside, save_without_model"},
+         "save_mid_batch, reclaimed_wrong_size, state_write_outside, save_without_model, unknown_log_level"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -52,6 +52,9 @@ public:
             if (api.copy_to_host(ctx.link().host(), buffer.handle(), 0, nullptr, 0) != TH_OK ||
                 api.copy_from_host(ctx.link().host(), buffer.handle(), 64, nullptr, 0) != TH_OK)
                 throw std::runtime_error("a copy of nothing was refused");
+        } else if (misuse_ == "unknown_log_level") {
+            // log() returns nothing to refuse with: the message must still reach the user.
+            api.log(ctx.link().host(), static_cast<th_log_level>(7), "logged at level seven");
         } else if (misuse_ == "use_after_free") {
             th_handle handle{};
             ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "freed", &handle),
