@@ -50,6 +50,7 @@ public:
     th_train_state train_state() const override { return {}; }
     std::optional<double> metric(std::string_view) const override { return std::nullopt; }
     void set_metric(std::string_view, double) override {}
+    void erase_metric(std::string_view) override {}
     void request_stop(resources::OwnerId, std::string_view) override {}
     void log(resources::OwnerId, th_log_level, std::string_view) override {}
     std::size_t param_count() const override { return 0; }

@@ -121,6 +121,7 @@ public:
     [[nodiscard]] th_train_state train_state() const override;
     [[nodiscard]] std::optional<double> metric(std::string_view key) const override;
     void set_metric(std::string_view key, double value) override;
+    void erase_metric(std::string_view key) override;
     void request_stop(resources::OwnerId owner, std::string_view reason) override;
     void log(resources::OwnerId owner, th_log_level level, std::string_view message) override;
     [[nodiscard]] std::size_t param_count() const override;

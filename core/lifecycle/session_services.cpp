@@ -24,6 +24,10 @@ std::optional<double> Session::metric(std::string_view key) const {
 
 void Session::set_metric(std::string_view key, double value) { metrics_[std::string(key)] = value; }
 
+void Session::erase_metric(std::string_view key) {
+    if (const auto found = metrics_.find(key); found != metrics_.end()) metrics_.erase(found);
+}
+
 std::pair<const std::string*, double> Session::metric_at(std::size_t index) const {
     auto it = metrics_.begin();
     std::advance(it, static_cast<std::ptrdiff_t>(index));

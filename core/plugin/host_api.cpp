@@ -161,6 +161,18 @@ th_status metric_set(th_host* host, const char* key, double value) {
     });
 }
 
+th_status metric_erase(th_host* host, const char* key) {
+    return guarded(host, "metric_erase", kTraining, [&] {
+        if (key == nullptr || *key == '\0') return fail(host, TH_INVALID_ARGUMENT, "metric_erase needs a key");
+        if (const std::string why = invalid_metric_key(key); !why.empty())
+            return fail(host, TH_INVALID_ARGUMENT, "metric_erase: " + why);
+        if (th_status s = check_declared_write(host, "metric_erase", std::string(kMetricPrefix) + key); s != TH_OK)
+            return s;
+        host->services->erase_metric(key);
+        return TH_OK;
+    });
+}
+
 th_status request_stop(th_host* host, const char* reason) {
     return guarded(host, "request_stop", kStoppable, [&] {
         host->services->request_stop(host->owner, reason ? reason : "");
@@ -625,6 +637,7 @@ const th_host_api& host_api() noexcept {
         a.lr_set = &lr_set;
         a.output_read = &output_read;
         a.label_read = &label_read;
+        a.metric_erase = &metric_erase;
         return a;
     }();
     return api;

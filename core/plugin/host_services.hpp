@@ -41,6 +41,7 @@ public:
     [[nodiscard]] virtual th_train_state train_state() const = 0;
     [[nodiscard]] virtual std::optional<double> metric(std::string_view key) const = 0;
     virtual void set_metric(std::string_view key, double value) = 0;
+    virtual void erase_metric(std::string_view key) = 0;
     virtual void request_stop(resources::OwnerId owner, std::string_view reason) = 0;
     virtual void log(resources::OwnerId owner, th_log_level level, std::string_view message) = 0;
     [[nodiscard]] virtual std::size_t param_count() const = 0;

@@ -53,6 +53,9 @@ public:
     [[nodiscard]] th_train_state train_state() const override { return state_; }
     [[nodiscard]] std::optional<double> metric(std::string_view key) const override;
     void set_metric(std::string_view key, double value) override { metrics_[std::string(key)] = value; }
+    void erase_metric(std::string_view key) override {
+        if (const auto found = metrics_.find(key); found != metrics_.end()) metrics_.erase(found);
+    }
     void request_stop(resources::OwnerId, std::string_view) override { stop_requested_ = true; }
     void log(resources::OwnerId, th_log_level, std::string_view) override {}
     [[nodiscard]] std::size_t param_count() const override { return model_->parameters().size(); }

@@ -17,6 +17,8 @@
 
 namespace {
 
+constexpr const char* kBestScore = "checkpoint.best_score";
+
 using trainhost::sdk::Context;
 
 struct Kept {
@@ -86,7 +88,8 @@ std::pair<std::string, std::uint8_t> saved_ranking(trainhost::sdk::StateReader& 
 class Checkpoint final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "checkpoint";
-    static constexpr const char* version = "1.3.0";  // 1.3: kept paths saved absolute
+    // 1.3: kept paths saved absolute; 1.4: no best score of a discarded ranking
+    static constexpr const char* version = "1.4.0";
     static constexpr const char* description = "save checkpoints on a schedule, keeping the best k by a monitored metric";
     static constexpr const char* reads = "metrics,params,optimizer_state";
     static constexpr const char* writes = "metric:checkpoint.best_score";
@@ -168,6 +171,15 @@ public:
         if (every_n_steps_ > 0 && state.global_step > 0 && state.global_step % every_n_steps_ == 0 &&
             state.global_step != last_saved_step_)
             save(ctx, state);
+    }
+
+    // The host restores the saved metrics. A best score of a ranking this run
+    // discarded (another monitor or mode, none, or the kept files all elsewhere) is
+    // not this run's, and would stand in loggers and the report until the next save.
+    void on_fit_start(Context& ctx) override {
+        if (!ctx.state().resumed) return;
+        if (!monitor_.empty() && !kept_.empty()) ctx.set_metric(kBestScore, best().score);
+        else if (ctx.metric(kBestScore)) ctx.erase_metric(kBestScore);
     }
 
     void on_epoch_start(Context&) override { validation_.epoch_started(); }
@@ -369,7 +381,7 @@ private:
             // the fit, after which nothing saves this bookkeeping again.
             if (dropped) std::erase_if(kept_, [&](const Kept& k) { return k.path == dropped->path; });
             kept_.push_back({score, path});
-            if (!monitor_.empty()) ctx.set_metric("checkpoint.best_score", best().score);
+            if (!monitor_.empty()) ctx.set_metric(kBestScore, best().score);
             ctx.save_checkpoint(path, weights_only_);
             if (dropped && dropped->path != path) {
                 std::error_code ignored;

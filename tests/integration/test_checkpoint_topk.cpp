@@ -276,6 +276,39 @@ TEST_CASE("a resume that ranks by another monitor or mode starts the rankings af
     }
 }
 
+TEST_CASE("a resume that discards the saved ranking drops its checkpoint.best_score; one that keeps it carries it",
+          "[checkpoint]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const auto report = dir.path() / "r.json";
+    const auto config = [&](const std::string& name, const std::string& options) {
+        return dir.write(name, tiny_config(2, checkpoint_table(ckpt, "save_top_k = 2\n" + options)));
+    };
+    const auto final_metrics = [&] {
+        return nlohmann::json::parse(test_support::read_file(report))["fits"][0]["final_metrics"];
+    };
+    REQUIRE(run_trainhost({"--config", config("val.toml", "monitor = \"val_loss\"\n").string(), "--epochs", "1",
+                           "--report", report.string()})
+                .exit_code == 0);
+    const double saved_best = final_metrics()["checkpoint.best_score"];
+
+    SECTION("ranked by recency now: no best score stands for the saved run's") {
+        auto resumed = run_trainhost({"--config", config("recent.toml", "").string(), "--resume", "last", "--report",
+                                      report.string()});
+        CHECK(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("by 'val_loss' (min), this run by recency"));
+        CHECK_FALSE(final_metrics().contains("checkpoint.best_score"));
+    }
+    SECTION("the same ranking: the saved best, or a better one of this fit") {
+        auto resumed = run_trainhost({"--config", config("same.toml", "monitor = \"val_loss\"\n").string(), "--resume",
+                                      "last", "--report", report.string()});
+        CHECK(resumed.exit_code == 0);
+        const auto metrics = final_metrics();
+        CHECK(metrics["checkpoint.best_score"].get<double>() ==
+              Approx(std::min(saved_best, metrics["val_loss"].get<double>())));
+    }
+}
+
 TEST_CASE("a resume with a lower save_top_k ranks the best k of the saved files and leaves the others alone",
           "[checkpoint]") {
     TempDir dir;

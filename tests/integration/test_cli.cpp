@@ -20,7 +20,7 @@ TEST_CASE("the help and version flags exit 0", "[cli]") {
     CHECK_THAT(help.out, Contains("--plugins") && Contains("--config") && Contains("list-plugins"));
     auto version = run_trainhost({"--version"});
     CHECK(version.exit_code == 0);
-    CHECK_THAT(version.out, Contains("plugin ABI 1.11"));
+    CHECK_THAT(version.out, Contains("plugin ABI 1.12"));
 }
 
 TEST_CASE("on a terminal, each line the host prints clears what a live bar left on it", "[cli][progress]") {

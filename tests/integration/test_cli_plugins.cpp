@@ -90,11 +90,11 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
     SECTION("ABI mismatch names both versions") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_abi_mismatch")});
         CHECK(run.exit_code == 2);
-        const std::string message = "ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.11";
+        const std::string message = "ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.12";
         CHECK_THAT(run.err, Contains(message));
         // The architecture document quotes it; a new minor must update the quote too.
         CHECK_THAT(test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/docs/architecture.md"),
-                   Contains("`TH_ABI_MINOR` (11)") && Contains(message.substr(message.find("99.3"))));
+                   Contains("`TH_ABI_MINOR` (12)") && Contains(message.substr(message.find("99.3"))));
     }
     SECTION("create() refused carries the plugin's own message") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});

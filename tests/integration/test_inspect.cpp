@@ -135,7 +135,7 @@ TEST_CASE("inspect fails like training does: exit 2 with the loader's message", 
     }
     SECTION("an ABI mismatch") {
         CHECK_THAT(both(test_plugin("test_abi_mismatch")).err,
-                   Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.11"));
+                   Contains("ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI 1.12"));
     }
 }
 

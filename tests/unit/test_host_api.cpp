@@ -668,3 +668,45 @@ TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null 
     refused([&] { second.download(back); }, "copy_to_host");
     CHECK(host.services.ledger().misuses().empty());
 }
+
+TEST_CASE("metric_erase (ABI 1.12) removes a metric its writes cover, in the phases metric_set has", "[host_api][abi12]") {
+    ProbeHost host;
+    const th_host_api& api = plugin::host_api();
+    th_host* h = &host.raw;
+    host.raw.declared_writes = std::vector<std::string>{"metric:checkpoint.best_score"};
+    const auto at = [&](th_hook hook) {
+        host.services.ledger().set_position(static_cast<resources::Phase>(hook), {0, 0, 1});
+    };
+    at(TH_HOOK_FIT_START);
+    host.services.set_metric("val_loss", 0.25);
+    REQUIRE(api.metric_set(h, "checkpoint.best_score", 0.5) == TH_OK);
+    double value = 0;
+    REQUIRE(api.metric_get(h, "checkpoint.best_score", &value) == TH_OK);
+
+    CHECK(api.metric_erase(h, "checkpoint.best_score") == TH_OK);
+    CHECK(api.metric_get(h, "checkpoint.best_score", &value) == TH_NOT_FOUND);
+    CHECK(api.metric_erase(h, "checkpoint.best_score") == TH_OK);  // gone already: no error
+
+    CHECK(api.metric_erase(h, "val_loss") == TH_UNDECLARED);
+    CHECK_THAT(api.last_error(h), Catch::StartsWith("metric_erase changes metric:val_loss, which plugin 'probe' does "
+                                                    "not declare (its writes: metric:checkpoint.best_score)"));
+    CHECK(api.metric_get(h, "val_loss", &value) == TH_OK);
+    CHECK(value == 0.25);
+    CHECK(api.metric_erase(h, "") == TH_INVALID_ARGUMENT);
+    CHECK(api.metric_erase(h, nullptr) == TH_INVALID_ARGUMENT);
+    CHECK(api.metric_erase(h, "bad key") == TH_INVALID_ARGUMENT);
+
+    at(TH_HOOK_SETUP);
+    CHECK(api.metric_erase(h, "checkpoint.best_score") == TH_OUT_OF_PHASE);
+}
+
+TEST_CASE("the SDK refuses erase_metric on a host older than ABI 1.12 instead of reading past its table",
+          "[host_api][abi][sdk]") {
+    ProbeHost host;
+    th_host_api api = plugin::host_api();
+    api.abi_minor = 11;
+    api.struct_size = sdk::kHostApiOf15;
+    sdk::Context ctx(sdk::HostLink(&api, &host.raw), nullptr);
+    CHECK_THROWS_WITH(ctx.erase_metric("checkpoint.best_score"),
+                      "erase_metric: needs a host of ABI 1.12 or newer; this one speaks 1.11");
+}

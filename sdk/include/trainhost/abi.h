@@ -34,7 +34,7 @@ extern "C" {
 #endif
 
 #define TH_ABI_MAJOR 1
-#define TH_ABI_MINOR 11
+#define TH_ABI_MINOR 12
 
 /* The most epochs a run may have; th_train_state.max_epochs holds it where the run
  * set max_steps and no epochs (ABI 1.7), as Lightning's max_epochs = -1. */
@@ -362,6 +362,12 @@ typedef struct th_host_api {
      * can size its buffer. label_read is TH_UNSUPPORTED for data without labels. */
     th_status (*output_read)(th_host* host, float* dst, uint64_t count, uint64_t* rows, uint64_t* width);
     th_status (*label_read)(th_host* host, int32_t* dst, uint64_t count, uint64_t* rows);
+
+    /* ABI 1.12. Removes a metric, where metric_set may set it and as its declared
+     * writes allow; one that does not exist is no error. A key metric_at gave for it
+     * is invalid from then on. For a metric that no longer holds (a best score whose
+     * ranking a resume discarded), which would otherwise stand as the saved run's. */
+    th_status (*metric_erase)(th_host* host, const char* key);
 } th_host_api;
 
 /* A hook: every slot of the vtable has this signature. */

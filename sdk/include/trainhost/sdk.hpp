@@ -58,6 +58,7 @@ public:
 inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
 inline constexpr std::size_t kHostApiOf14 = offsetof(th_host_api, lr_set) + sizeof(th_host_api::lr_set);
 inline constexpr std::size_t kHostApiOf15 = offsetof(th_host_api, label_read) + sizeof(th_host_api::label_read);
+inline constexpr std::size_t kHostApiOf112 = offsetof(th_host_api, metric_erase) + sizeof(th_host_api::metric_erase);
 
 // The pair every host call needs; passed by value, it is two pointers.
 class HostLink {
@@ -304,6 +305,11 @@ public:
     }
     void set_metric(const std::string& key, double value) {
         link_.check(link_.api().metric_set(link_.host(), key.c_str(), value), "metric_set");
+    }
+    // ABI 1.12: the metric is gone (no error where it was not there).
+    void erase_metric(const std::string& key) {
+        link_.require(kHostApiOf112, "1.12", "erase_metric");
+        link_.check(link_.api().metric_erase(link_.host(), key.c_str()), "metric_erase");
     }
 
     // Ends the fit after the current epoch's end hooks have run.
