@@ -211,6 +211,13 @@ void check_entry(const fs::path& file, const th_plugin_entry* entry) {
         throw PluginLoadError(fmt::format("{}: plugin '{}' has a hook table of {} bytes, ABI {} needs {}",
                                           file.string(), entry->name, entry->vtable->struct_size, TH_ABI_MAJOR,
                                           sizeof(th_plugin_vtable)));
+    // Saved and never restored, or restored from nothing: a resume would not give the
+    // plugin back its state, and validate's round trip would call through NULL.
+    if ((entry->vtable->save_state == nullptr) != (entry->vtable->load_state == nullptr))
+        throw PluginLoadError(fmt::format("{}: plugin '{}' has {} but no {}: a stateful plugin needs both",
+                                          file.string(), entry->name,
+                                          entry->vtable->save_state ? "save_state" : "load_state",
+                                          entry->vtable->save_state ? "load_state" : "save_state"));
     // A plugin of a newer minor may use names this host does not know yet: they
     // order it, and no call of this host can write them.
     if (!declarations_checked(*entry) || entry->abi_minor > TH_ABI_MINOR) return;

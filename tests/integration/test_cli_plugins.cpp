@@ -101,6 +101,13 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK(run.exit_code == 2);
         CHECK_THAT(run.err, Contains("plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"));
     }
+    SECTION("a constructor's sdk::Error of TH_INVALID_ARGUMENT is its own fault, not a refused option value") {
+        auto invalid = dir.write("invalid.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"invalid_call\"\n")).string();
+        auto run = run_trainhost({"--config", invalid, "--plugins=" + test_plugin("test_refuser")});
+        CHECK(run.exit_code == 2);
+        CHECK_THAT(run.err, Contains("error: plugin 'test_refuser' refused to start: magnitude_threshold: 1 masks for 2 "
+                                     "parameters\n"));
+    }
     SECTION("create() that succeeds without an instance") {
         auto config_no = dir.write("none.toml", tiny_config(1, "\n[plugins.test_refuser]\nmode = \"no_instance\"\n")).string();
         auto run = run_trainhost({"--config", config_no, "--plugins=" + test_plugin("test_refuser")});
@@ -138,6 +145,7 @@ TEST_CASE("a malformed plugin entry is refused with its fault by training and by
         {"no_create", "plugin 'test_bare_no_create' lacks create, destroy or its hook table"},
         {"no_option_table", "plugin 'test_bare_no_option_table' declares 2 options but no option table"},
         {"short_hook_table", "plugin 'test_bare_short_hook_table' has a hook table of 8 bytes, ABI 1 needs"},
+        {"half_state", "plugin 'test_bare_half_state' has save_state but no load_state: a stateful plugin needs both"},
         {"option_twice", "plugin 'test_bare_option_twice' declares option 'rate' twice"},
         {"host_key_option", "plugin 'test_bare_host_key_option' declares option 'device_memory_limit', which is the "
                             "host's key in every plugin table"},

@@ -1,6 +1,6 @@
 // A plugin on the bare C ABI, broken in one way chosen by BARE_ABI_FAULT at build
 // time. Entry faults (no_entry, short_entry, bad_name, reserved_name, no_create, no_option_table,
-// short_hook_table; entry_throws and entry_throws_unknown, an entry function that
+// short_hook_table, half_state: save_state without load_state; entry_throws and entry_throws_unknown, an entry function that
 // throws across the C ABI) and option schema faults (option_twice, host_key_option,
 // mistyped_default, invalid_default): the loader must refuse each with a message
 // naming the fault, before creating anything, and never read past what the entry holds.
@@ -142,6 +142,8 @@ const th_plugin_entry* entry() {
             value.save_state = &save_state;
             value.load_state = &load_state;
         }
+        // State a resume would save and never give back.
+        if (fault_is("half_state")) value.save_state = &save_state;
         return value;
     }();
     static const th_plugin_entry e = [] {

@@ -16,9 +16,12 @@ public:
     static constexpr th_option_spec options[] = {
         {"mode", TH_OPTION_STRING, "\"throw\"",
          "throw (a message, through the SDK), no_instance (TH_OK without an instance), silent (an error without a "
-         "message) or unterminated (an error whose 512-byte message has no terminating NUL)"},
+         "message), unterminated (an error whose 512-byte message has no terminating NUL) or invalid_call (an "
+         "sdk::Error of TH_INVALID_ARGUMENT, as a host call refused in the constructor throws: no option refusal)"},
     };
-    Refuser(trainhost::sdk::Context&, const trainhost::sdk::Options&) {
+    Refuser(trainhost::sdk::Context&, const trainhost::sdk::Options& options) {
+        if (options.get_string("mode") == "invalid_call")
+            throw trainhost::sdk::Error(TH_INVALID_ARGUMENT, "magnitude_threshold: 1 masks for 2 parameters");
         throw std::runtime_error("no GPU budget configured for test_refuser");
     }
 };

@@ -169,8 +169,17 @@ th_status create(const th_host_api* api, th_host* host, const th_option_value* v
         HostLink link(api, host);
         Context context(link, result);
         Options options(specs.data(), values, value_count);
-        auto made = std::make_unique<Instance>(Instance{link, std::make_unique<T>(context, options)});
-        *instance = made.release();
+        try {
+            auto made = std::make_unique<Instance>(Instance{link, std::make_unique<T>(context, options)});
+            *instance = made.release();
+        } catch (const OptionError&) {
+            throw;
+        } catch (const Error& e) {
+            // TH_INVALID_ARGUMENT from create tells the host an option value was refused
+            // (exit 1); a host call's refusal of that status is the plugin's own fault.
+            if (e.status() == TH_INVALID_ARGUMENT) throw Error(TH_ERROR, e.what());
+            throw;
+        }
     });
 }
 
