@@ -343,10 +343,10 @@ private:
         const std::uint64_t already = pruned_in(group), wanted = target_of(group, amount);
         if (wanted <= already) return;
         std::vector<std::uint32_t> indices;
-        std::vector<th_handle> masks;
+        std::vector<const trainhost::sdk::DeviceBuffer*> masks;
         for (std::size_t t : group) {
             indices.push_back(targets_[t].index);
-            masks.push_back(targets_[t].mask.handle());
+            masks.push_back(&targets_[t].mask);
         }
         const float threshold = ctx.magnitude_threshold(indices, masks, wanted - already);
         std::uint64_t now = 0;

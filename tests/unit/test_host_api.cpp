@@ -642,7 +642,7 @@ TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null 
                             TH_RESOURCE_DEVICE_MEMORY, bytes);
     first.upload(values);
     sdk::DeviceBuffer second = std::move(first);
-    // The moved-from object still knows the handle, which is now `second`'s lease.
+    // The handle the moved-from object held is now `second`'s lease.
     refused([&] { first.upload(std::vector<float>(4, 9.0f)); }, "copy_from_host");
     // So do the Context's calls that take a buffer, and an event recorded on a stream
     // that holds none; the lease `first` once held is not touched.
@@ -652,10 +652,12 @@ TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null 
     refused([&] { ctx.copy_param_from(0, first); }, "param_copy_from");
     refused([&] { ctx.apply_mask(0, first); }, "param_apply_mask");
     refused([&] { ctx.mask_below(0, 0.5f, first); }, "param_mask_below");
+    refused([&] { (void)ctx.magnitude_threshold({0, 1}, {&second, &first}, 1); }, "magnitude_threshold");
+    CHECK(first.handle().id == 0);
     const th_handle moved_from = first.detach();  // nothing to give up: not `second`'s handle
     CHECK(moved_from.id == 0);
     try {
-        (void)ctx.magnitude_threshold({0, 1}, {second.handle()}, 1);  // the host would read a second mask
+        (void)ctx.magnitude_threshold({0, 1}, {&second}, 1);  // the host would read a second mask
         FAIL("one mask for two parameters was not refused");
     } catch (const sdk::Error& e) {
         CHECK(e.status() == TH_INVALID_ARGUMENT);

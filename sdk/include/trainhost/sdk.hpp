@@ -129,7 +129,9 @@ public:
     }
 
     [[nodiscard]] explicit operator bool() const noexcept { return held_; }
-    [[nodiscard]] th_handle handle() const noexcept { return handle_; }
+    // The null handle where this object holds nothing, as detach() gives: its old one
+    // may be another object's lease now.
+    [[nodiscard]] th_handle handle() const noexcept { return held_ ? handle_ : th_handle{}; }
     // The handle for a host call, refused as every use is where this object holds no lease.
     [[nodiscard]] th_handle held_handle(const char* what) const {
         (void)held_link(what);
@@ -496,9 +498,16 @@ public:
                     "param_mask_below");
     }
     // k-th smallest |w| over the parameters' entries that their masks keep: no masks,
-    // or one per index (the host reads as many as there are indices).
+    // or one per index (the host reads as many as there are indices). Buffers, not
+    // handles: a mask that holds no lease is refused here, where its null handle
+    // would mean "all entries" to the host.
     [[nodiscard]] float magnitude_threshold(const std::vector<std::uint32_t>& indices,
-                                            const std::vector<th_handle>& masks, std::uint64_t k) {
+                                            const std::vector<const DeviceBuffer*>& mask_buffers, std::uint64_t k) {
+        std::vector<th_handle> masks;
+        for (const DeviceBuffer* mask : mask_buffers) {
+            if (mask == nullptr) throw Error(TH_INVALID_ARGUMENT, "magnitude_threshold: a mask is null");
+            masks.push_back(mask->held_handle("magnitude_threshold"));
+        }
         if (!masks.empty() && masks.size() != indices.size())
             throw Error(TH_INVALID_ARGUMENT, "magnitude_threshold: " + std::to_string(masks.size()) + " masks for " +
                                                  std::to_string(indices.size()) + " parameters (give one each, or none)");
