@@ -115,11 +115,12 @@ std::string unwritable_reason(const fs::path& given, const std::vector<std::pair
     for (const auto& [option, input] : inputs) {
         if (input.empty()) continue;
         // Equivalent files, or one path for two outputs neither of which exists yet
-        // (two pipes, which no path resolves, are not the same file).
+        // (two pipes, which no path resolves, are not the same file). Made absolute
+        // first: weakly_canonical leaves a missing out.csv relative, ./out.csv not.
         std::error_code file_ec;
         std::error_code input_ec;
-        const fs::path file_path = fs::weakly_canonical(file, file_ec);
-        const fs::path input_path = fs::weakly_canonical(input, input_ec);
+        const fs::path file_path = fs::weakly_canonical(fs::absolute(file, file_ec), file_ec);
+        const fs::path input_path = fs::weakly_canonical(fs::absolute(input, input_ec), input_ec);
         const bool same_path = !file_ec && !input_ec && !file_path.empty() && file_path == input_path;
         if (fs::equivalent(file, input, ec) || same_path) return fmt::format("is the {} file", option);
     }

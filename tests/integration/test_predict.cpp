@@ -182,6 +182,17 @@ TEST_CASE("a [predict] table that cannot work is refused before anything runs", 
     const auto report = (dir.path() / "same.json").string();
     refused("output = \"" + report + "\"\n", "[predict] output " + report + ": is the --report file", {"--report", report});
     refused("output = \"" + (dir.path() / "p.toml").string() + "\"\n", ": is the --config file");
+    // One file spelt two ways, neither there yet: relative to the config, and with ./ in
+    // the working directory, the config's.
+    const std::string in_dir = "cd '" + dir.path().string() + "'";
+    for (const std::string& spelling : {std::string("./same.csv"), std::string("same.csv"), (dir.path() / "same.csv").string()}) {
+        INFO(spelling);
+        (void)dir.write("spelt.toml", "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\noutput = \"same.csv\"\n"));
+        auto run = run_trainhost({"--config", "spelt.toml", "--report", spelling}, in_dir);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains(": is the --report file"));
+        CHECK_FALSE(std::filesystem::exists(dir.path() / "same.csv"));
+    }
     refused("output = \"" + (dir.path() / "no" / "such" / "dir.csv").string() + "\"\n", "[predict] output ");
     // A split that the data config leaves empty.
     std::string text = "mode = \"predict\"\n" + tiny_config(1, "\n[predict]\nsplit = \"validation\"\n");
