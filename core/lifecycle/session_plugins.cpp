@@ -36,18 +36,10 @@ void Session::load_plugins() {
     std::vector<std::shared_ptr<plugin::PluginLibrary>> ordered;
     for (std::size_t i : resolved.order) ordered.push_back(libraries_[i]);
     libraries_ = std::move(ordered);
-    // Options are validated for every plugin before any fit starts: a typo fails fast.
-    for (const auto& library : libraries_) {
-        auto table = options_.config.plugin_tables.find(std::string(library->name()));
-        auto values = plugin::validate_options(library->entry(),
-                                               table == options_.config.plugin_tables.end() ? nullptr : table->second.get(),
-                                               options_.config.file);
-        owners_.push_back(ledger_->register_owner(std::string(library->name())));
-        ledger_->set_budget(owners_.back(), values.device_memory_limit());
-    }
     // A table named almost like a loaded plugin without one of its own is a typo that
     // would leave that plugin on its defaults; any other stray table is a warning (one
-    // config may serve runs with different --plugins, and plugins of a family).
+    // config may serve runs with different --plugins, and plugins of a family). Before
+    // the options: a required option missing is then the typo's effect, not its cause.
     std::set<std::string> without_table;
     for (const std::string& name : names)
         if (!options_.config.plugin_tables.contains(name)) without_table.insert(name);
@@ -65,11 +57,20 @@ void Session::load_plugins() {
                                               : "which this config has too"));
         if (auto meant = nearest_name(name, without_table, kTypoLikeness))
             throw ConfigError(fmt::format("{}: [plugins.{}] names no plugin in --plugins; did you mean "
-                                          "[plugins.{}]? (as it is, {} runs on its defaults)",
+                                          "[plugins.{}]? (as it is, {} gets none of these options)",
                                           config::source_position(options_.config.file, table->source()), name, *meant,
                                           *meant));
         err_ << fmt::format("warning: {}: [plugins.{}] is configured but not loaded by --plugins\n",
                             options_.config.file.string(), name);
+    }
+    // Options are validated for every plugin before any fit starts: a typo fails fast.
+    for (const auto& library : libraries_) {
+        auto table = options_.config.plugin_tables.find(std::string(library->name()));
+        auto values = plugin::validate_options(library->entry(),
+                                               table == options_.config.plugin_tables.end() ? nullptr : table->second.get(),
+                                               options_.config.file);
+        owners_.push_back(ledger_->register_owner(std::string(library->name())));
+        ledger_->set_budget(owners_.back(), values.device_memory_limit());
     }
     if (options_.verbose && !libraries_.empty()) {
         std::vector<std::string> order;

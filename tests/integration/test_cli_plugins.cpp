@@ -231,7 +231,14 @@ TEST_CASE("a plugin table named almost like a loaded plugin is refused and any o
     auto run = run_trainhost({"--config", typo, "--plugins=early_stopping"});
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.err, Contains("typo.toml:20:1: [plugins.early_stoping] names no plugin in --plugins; did you mean "
-                                 "[plugins.early_stopping]? (as it is, early_stopping runs on its defaults)"));
+                                 "[plugins.early_stopping]? (as it is, early_stopping gets none of these options)"));
+    // Where the misspelt table holds a required option, the typo is named, not its effect.
+    auto required = dir.write("required.toml", tiny_config(1, "\n[plugins.timr]\nduration = \"00:00:01:00\"\n")).string();
+    run = run_trainhost({"--config", required, "--plugins=timer"});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.err, Contains("required.toml:20:1: [plugins.timr] names no plugin in --plugins; did you mean "
+                                 "[plugins.timer]? (as it is, timer gets none of these options)") &&
+                            !Contains("missing required option"));
     auto other = dir.write("other.toml", tiny_config(1, "\n[plugins.checkpoint]\nsave_last = true\n")).string();
     run = run_trainhost({"--config", other, "--plugins=early_stopping"});
     CHECK(run.exit_code == 0);
