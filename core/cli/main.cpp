@@ -271,7 +271,12 @@ std::string stray_arguments(CLI::App& app, const CLI::ExtrasError& error, int ar
 // The file a --resume or --weights value names, "last" resolved as the run will
 // resolve it.
 std::string checkpoint_input(const std::string& value, const config::RunConfig& config) {
-    return value == "last" ? lifecycle::last_checkpoint_file(config).string() : value;
+    if (value != "last") return value;
+    try {
+        return lifecycle::last_checkpoint_file(config).string();
+    } catch (const ConfigError&) {
+        return {};  // no file to keep the report off; the run names the fault
+    }
 }
 
 int list_plugins() {

@@ -3,6 +3,7 @@
 // stateful plugin's state, checked against this run, so that a resumed run continues
 // bit for bit as if never stopped.
 #include "errors.hpp"
+#include "config/table_reader.hpp"
 #include "lifecycle/session.hpp"
 #include "lifecycle/checkpoint_layout.hpp"
 #include "lifecycle/fit_state.hpp"
@@ -179,18 +180,37 @@ void require_bytes(const checkpoint::TensorEntry& tensor, const std::string& fil
 
 }  // namespace
 
+// Read here whether or not the checkpoint plugin is loaded, which would check it.
 std::filesystem::path last_checkpoint_file(const config::RunConfig& config) {
     std::filesystem::path dir = "checkpoints";
     auto table = config.plugin_tables.find("checkpoint");
     if (table != config.plugin_tables.end())
-        if (auto configured = (*table->second)["dirpath"].value<std::string>()) dir = *configured;
+        if (const toml::node* node = table->second->get("dirpath")) {
+            const auto where = [&] {
+                return fmt::format("{}: [plugins.checkpoint] dirpath",
+                                   config::source_position(config.file, node->source()));
+            };
+            const std::optional<std::string> configured = node->value<std::string>();
+            if (!configured)
+                throw ConfigError(fmt::format("{}: expected a string, found {} (last means last.safetensors there)",
+                                              where(), config::type_name(*node)));
+            if (configured->empty() || has_control_character(*configured))
+                throw ConfigError(fmt::format("{}: \"{}\" is no directory name (last means last.safetensors there)",
+                                              where(), printable(*configured)));
+            dir = *configured;
+        }
     return dir / "last.safetensors";
 }
 
 std::filesystem::path Session::checkpoint_path(std::string_view option, const std::string& value) const {
     if (value != "last") return value;
     std::filesystem::path file = last_checkpoint_file(options_.config);
-    if (!std::filesystem::exists(file))
+    std::error_code unreadable;
+    const bool there = std::filesystem::exists(file, unreadable);
+    if (unreadable)
+        throw ConfigError(fmt::format("{} last: cannot look for {}: {}", option, printable(file.string()),
+                                      unreadable.message()));
+    if (!there)
         throw ConfigError(fmt::format("{} last: there is no {} (the checkpoint plugin writes it with save_last = true "
                                       "or save_on_interrupt = true)",
                                       option, file.string()));

@@ -26,6 +26,32 @@ TEST_CASE("a config that can be read once, such as a pipe, is read once with --r
     CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
 }
 
+TEST_CASE("--resume last and --weights last refuse a checkpoint dirpath they cannot use, loaded plugin or not",
+          "[cli][config]") {
+    TempDir dir;
+    const std::string in_dir = "cd '" + dir.path().string() + "'";
+    const auto run_with = [&](const std::string& dirpath, const std::string& option) {
+        const auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.checkpoint]\ndirpath = " + dirpath + "\n"));
+        return run_trainhost({"--config", config.string(), option, "last"}, in_dir);
+    };
+    for (const std::string option : {"--resume", "--weights"}) {
+        INFO(option);
+        auto typed = run_with("5", option);
+        CHECK(typed.exit_code == 1);
+        CHECK_THAT(typed.err, Contains("run.toml:21:11: [plugins.checkpoint] dirpath: expected a string, found an "
+                                       "integer (last means last.safetensors there)\n"));
+        auto nul = run_with("\"ck\\u0000junk\"", option);
+        CHECK(nul.exit_code == 1);
+        CHECK_THAT(nul.err, Contains("[plugins.checkpoint] dirpath: \"ck\\u0000junk\" is no directory name"));
+        std::filesystem::create_directory_symlink("loop", dir.path() / "loop");
+        auto loop = run_with("\"loop\"", option);
+        CHECK(loop.exit_code == 1);
+        CHECK_THAT(loop.err, Contains("error: " + option + " last: cannot look for loop/last.safetensors: Too many levels "
+                                      "of symbolic links\n"));
+        std::filesystem::remove(dir.path() / "loop");
+    }
+}
+
 TEST_CASE("a config read through a descriptor resolves its relative paths in the working directory, not /dev",
           "[cli][config]") {
     TempDir dir;
