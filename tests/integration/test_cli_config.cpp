@@ -26,7 +26,7 @@ TEST_CASE("a config that can be read once, such as a pipe, is read once with --r
     CHECK_THAT(run.err, StartsWith("error: --resume last: there is no checkpoints/last.safetensors"));
 }
 
-TEST_CASE("--resume last and --weights last refuse a checkpoint dirpath they cannot use, loaded plugin or not",
+TEST_CASE("the file last names for --resume and --weights: a checkpoint dirpath it cannot use is refused, loaded plugin or not",
           "[cli][config]") {
     TempDir dir;
     const std::string in_dir = "cd '" + dir.path().string() + "'";

@@ -17,7 +17,7 @@ public:
         {"mode", TH_OPTION_STRING, "\"throw\"",
          "throw (a message, through the SDK), no_instance (TH_OK without an instance), silent (an error without a "
          "message), unterminated (an error whose 512-byte message has no terminating NUL) or invalid_call (an "
-         "sdk::Error of TH_INVALID_ARGUMENT, as a host call refused in the constructor throws: no option refusal)"},
+         "sdk::Error of TH_INVALID_ARGUMENT, as a failed host call in the constructor throws: no bad option)"},
     };
     Refuser(trainhost::sdk::Context&, const trainhost::sdk::Options& options) {
         if (options.get_string("mode") == "invalid_call")
