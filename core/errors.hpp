@@ -34,9 +34,15 @@ class TrainingError : public std::runtime_error {
 
 // Whether text read from a file holds a control character; printed as it is, a NUL
 // would end the message it is in, and an escape sequence would act on the terminal.
+// C1 controls in UTF-8 (U+0080 ... U+009F, the 8-bit CSI among them) count too.
 [[nodiscard]] inline bool has_control_character(std::string_view text) noexcept {
-    for (const unsigned char c : text)
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
         if (is_control_character(c)) return true;
+        if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) < 0xa0 &&
+            static_cast<unsigned char>(text[i + 1]) >= 0x80)
+            return true;
+    }
     return false;
 }
 

@@ -124,6 +124,9 @@ void read_data(TableReader& root, RunConfig& config) {
     if (d.dataset == "fashion_mnist") {
         if (auto path = reader.string("path")) {
             if (path->empty()) reader.fail("path", "needs a directory, not \"\" (leave path out for the default)");
+            if (has_control_character(*path))
+                reader.fail("path", fmt::format("\"{}\" holds a control character, which no directory name wants",
+                                                printable(*path)));
             d.path = *path;
             if (d.path.is_relative()) d.path = relative_base(config.file) / d.path;
         }
@@ -319,6 +322,9 @@ RunConfig parse_run_config(std::string_view text, const std::filesystem::path& f
             predict_reader.fail("split", "\"test\" needs the test files: [data] test = false leaves them out");
         if (auto output = predict_reader.string("output")) {
             if (output->empty()) predict_reader.fail("output", "needs a path, not \"\"");
+            if (has_control_character(*output))
+                predict_reader.fail("output", fmt::format("\"{}\" holds a control character, which no file name wants",
+                                                          printable(*output)));
             config.predict_output = *output;
             if (config.predict_output.is_relative()) config.predict_output = relative_base(config.file) / config.predict_output;
         }

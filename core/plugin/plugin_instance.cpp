@@ -78,8 +78,11 @@ PluginInstance::~PluginInstance() {
 namespace {
 
 // A plugin's message is plain C text that may be missing its terminator.
+// A plugin's message may quote a config value or anything else as it is: printed, a
+// control character in it would act on the terminal, as one in the config would.
 std::string message_of(const th_hook_result& result) {
-    return std::string(result.message, strnlen(result.message, sizeof result.message));
+    return printable(std::string_view(result.message, strnlen(result.message, sizeof result.message)),
+                     sizeof result.message);
 }
 
 // A plugin may return any int where the ABI says th_status, and write any int where
@@ -103,7 +106,7 @@ int call_plugin(Call&& call, std::string& thrown) noexcept {
     try {
         return static_cast<int>(call());
     } catch (const std::exception& e) {
-        thrown = fmt::format("threw a C++ exception across the C ABI: {}", e.what());
+        thrown = fmt::format("threw a C++ exception across the C ABI: {}", printable(e.what(), 4096));
     } catch (...) {
         thrown = "threw a C++ exception across the C ABI (not a std::exception)";
     }

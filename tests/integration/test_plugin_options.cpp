@@ -48,13 +48,16 @@ TEST_CASE("togpu and checkpoint refuse malformed options before any training", "
              {"checkpoint", ck + "filename = \"{val_loss:4f}\"",
               "filename format '4f' in '{val_loss:4f}' is not like .4f"},
              {"checkpoint", ck + "filename = \"last\"",
-              "filename 'last' is the name of last.safetensors (save_last, --resume last)"}}) {
+              "filename 'last' is the name of last.safetensors (save_last, --resume last)"},
+             // The plugin quotes the value as it is; the host prints its message escaped.
+             {"togpu", "target = \"x\\u001b[2J\"", "target \"x\\u001b[2J" + not_a_device}}) {
         INFO(options);
         auto config = dir.write("run.toml", tiny_config(2, "\n[plugins." + plugin + "]\n" + options + "\n"));
         auto run = run_trainhost({"--config", config.string(), "--plugins=" + plugin});
         CHECK(run.exit_code == 1);
         CHECK_THAT(run.err, Contains(config.string() + ":20:1: [plugins." + plugin + "]: the plugin refused its options: " + message));
         CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs"));
+        CHECK(run.err.find('\x1b') == std::string::npos);
         CHECK_FALSE(std::filesystem::exists(dir.path() / "ck"));
         CHECK_FALSE(std::filesystem::exists(dir.path() / "out"));
     }

@@ -55,6 +55,16 @@ TEST_CASE("config errors point at the spot", "[config]") {
                       "r.toml:2:30: key '\\u001b[2J' holds a control character");
     CHECK_THROWS_WITH(parse_run_config(model + "[plugins.\"p\\u0007\"]\nx = 1\n", "r.toml"),
                       "r.toml:3:10: key 'p\\u0007' holds a control character");
+    // A C1 control (the 8-bit CSI, U+009B) acts on a terminal as ESC [ does.
+    CHECK_THROWS_WITH(parse_run_config("\"bad\\u009b31m\" = 1\n" + model, "r.toml"),
+                      "r.toml:1:1: key 'bad\\u009b31m' holds a control character");
+    // So do paths, which messages quote.
+    CHECK_THROWS_WITH(parse_run_config("[data]\npath = \"no\\u001b[31mwhere\"\n" + model, "r.toml"),
+                      "r.toml:2:8: [data] path: \"no\\u001b[31mwhere\" holds a control character, which no directory "
+                      "name wants");
+    CHECK_THROWS_WITH(parse_run_config("mode = \"predict\"\n[predict]\noutput = \"p\\u009b.csv\"\n" + model, "r.toml"),
+                      "r.toml:3:10: [predict] output: \"p\\u009b.csv\" holds a control character, which no file name "
+                      "wants");
     CHECK_THROWS_WITH(parse_run_config("seeed = 1\n" + model, "r.toml"),
                       "r.toml:1:1: unknown key 'seeed' in run config; did you mean 'seed'?");
     CHECK_THROWS_WITH(parse_run_config("[model]\nlayers = [ { type = \"dens\", units = 10 } ]\n", "r.toml"),
