@@ -329,6 +329,14 @@ int train(const TrainArguments& args, config::RunConfig config) {
     const cli::ClearedTerminalLines cleared;
     lifecycle::SessionOptions options;
     options.config = std::move(config);
+    // Typed for this run, they would change nothing in it: said, not ignored.
+    if (options.config.mode == "predict")
+        for (const auto& [option, given] : {std::pair{"--epochs", args.epochs.has_value()},
+                                            std::pair{"--max-steps", args.max_steps.has_value()}})
+            if (given)
+                throw ConfigError(fmt::format("{} limits training; {} predicts ([predict] passes sets how many "
+                                              "batches it runs)",
+                                              option, options.config.file.string()));
     if (args.epochs) {
         options.config.epochs = *args.epochs;
         options.config.epochs_given = true;

@@ -118,6 +118,15 @@ TEST_CASE("fast_dev_run is refused with --resume, in predict mode, and as an emp
     CHECK(run.exit_code == 1);
     CHECK(run.err == "error: --fast-dev-run checks a training fit; " + predict.string() +
                          " predicts ([predict] passes limits its batches)\n");
+    // Nor does a training limit typed for a predicting run go unsaid.
+    for (const std::string option : {"--epochs", "--max-steps"}) {
+        run = run_trainhost({"--config", predict.string(), option, "3"});
+        INFO(option);
+        CHECK(run.exit_code == 1);
+        CHECK(run.err == "error: " + option + " limits training; " + predict.string() +
+                             " predicts ([predict] passes sets how many batches it runs)\n");
+        CHECK(run.out.empty());
+    }
     for (const std::string value : {"--fast-dev-run=", "--fast-dev-run=-1", "--fast-dev-run=x"}) {
         run = run_trainhost({"--config", train.string(), "--device", "cpu", value});
         INFO(value);
