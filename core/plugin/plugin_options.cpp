@@ -3,7 +3,9 @@
 #include "config/table_reader.hpp"
 #include "errors.hpp"
 
+#include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <cstdlib>
 #include <fmt/format.h>
 #include <string_view>
@@ -93,9 +95,15 @@ std::uint64_t parse_byte_size(std::string_view text) {
         if (end != number.c_str() + number.size()) break;
         if (!(value > 0)) throw std::invalid_argument("a limit must be positive");
         // 2^64 bytes and beyond do not fit the count; no device comes near.
-        if (value * factor >= 18446744073709551616.0)
+        const double bytes = value * factor;
+        if (bytes >= 18446744073709551616.0)
             throw std::invalid_argument(fmt::format("\"{}\" is more than 16 EiB", text));
-        return static_cast<std::uint64_t>(value * factor);
+        // Only the decimal's own rounding is let go ("1.1GB"): a fraction of a byte is no
+        // budget a device can keep, and cut off, "1.9" would have been one byte.
+        const double whole = std::round(bytes);
+        if (std::abs(bytes - whole) > std::max(1e-6, bytes * 1e-12))
+            throw std::invalid_argument(fmt::format("\"{}\" is {} bytes, not a whole number of them", text, bytes));
+        return static_cast<std::uint64_t>(whole);
     }
     throw std::invalid_argument(fmt::format("\"{}\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)",
                                             text));

@@ -556,7 +556,10 @@ TEST_CASE("a device_memory_limit of nothing, too much, or a negative or fraction
         {"\"16384PiB\"", "\"16384PiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
         {"\"16777216TiB\"", "\"16777216TiB\" is more than 16 EiB"},
         {"\"18446744073709551616B\"", "\"18446744073709551616B\" is more than 16 EiB"},
-        {"\"0.5B\"", "a limit must be at least one byte"},
+        {"\"0.5B\"", "\"0.5B\" is 0.5 bytes, not a whole number of them"},
+        {"\"0.0000001\"", "a limit must be at least one byte"},
+        {"\"1.9\"", "\"1.9\" is 1.9 bytes, not a whole number of them"},  // cut off, it was one byte
+        {"\"1.0001KiB\"", "\"1.0001KiB\" is 1024.1024 bytes, not a whole number of them"},
         {"\"-1MiB\"", "\"-1MiB\" is not a size (write e.g. \"256MiB\", \"1.5GiB\" or a number of bytes)"},
         {"1.5", "expected a whole number of bytes or a size such as \"256MiB\""},
     };

@@ -1,4 +1,5 @@
 #include "config/run_config.hpp"
+#include "plugin/plugin_options.hpp"
 #include "config/table_reader.hpp"
 #include "errors.hpp"
 #include "trainhost/nearest_name.hpp"
@@ -266,4 +267,13 @@ TEST_CASE("printable escapes control characters and bytes that are no UTF-8, and
     // A cut that would fall inside a character falls before it.
     CHECK(printable(std::string(79, 'a') + "\xe2\x82\xac" + "bbb") == std::string(79, 'a') + "...");
     CHECK(printable("\xc2\x9b" "2J \xc2\xa0") == "\\u009b2J \xc2\xa0");  // a C1 control (8-bit CSI); a no-break space
+}
+
+TEST_CASE("a byte size in decimal is taken whole where only the decimal's rounding is off", "[config][budget]") {
+    using trainhost::plugin::parse_byte_size;
+    CHECK(parse_byte_size("1.1GB") == 1'100'000'000);
+    CHECK(parse_byte_size("0.1KB") == 100);
+    CHECK(parse_byte_size("1.5GiB") == 1'610'612'736);
+    CHECK(parse_byte_size("4096") == 4096);
+    CHECK_THROWS_WITH(parse_byte_size("2.5"), "\"2.5\" is 2.5 bytes, not a whole number of them");
 }
