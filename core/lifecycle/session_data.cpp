@@ -63,7 +63,12 @@ void Session::load_data() {
     train_ = std::move(split.train);
     validation_ = std::move(split.validation);
     if (train_.count == 0)
-        throw ConfigError(fmt::format("{}: [data] the training split is empty", options_.config.file.string()));
+        throw ConfigError(fmt::format("{}: [data] the training split is empty: {}", options_.config.file.string(),
+                                      all_count == 0 ? std::string("the data has no samples")
+                                                     : fmt::format("validation_fraction {} of {} sample{} takes all "
+                                                                   "{} for validation",
+                                                                   spec.validation_fraction, all_count,
+                                                                   all_count == 1 ? "" : "s", validation_.count)));
     // Asked for, but rounded away: no val_* metric will come, and a plugin monitoring
     // one would fail only once the first epoch ends.
     if (spec.validation_fraction > 0 && validation_.count == 0)

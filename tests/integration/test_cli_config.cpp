@@ -98,7 +98,8 @@ TEST_CASE("the data and the model must fit each other", "[cli][config]") {
         const std::string file = dir.write("run.toml", text).string();
         auto run = run_trainhost({"--config", file});
         CHECK(run.exit_code == 1);
-        CHECK(run.err == "error: " + file + ": [data] the training split is empty\n");
+        CHECK(run.err == "error: " + file + ": [data] the training split is empty: validation_fraction 0.9 of 1 sample "
+                         "takes all 1 for validation\n");
     }
     SECTION("synthetic data larger than host memory") {
         std::string text = tiny_config();
