@@ -380,150 +380,71 @@ th_status train_state_of_an_older_host(th_host*, th_train_state* out) {
 
 }  // namespace
 
-TEST_CASE("train_state gives ABI 1.6's accumulate_grad_batches only to a struct that has it", "[host_api][abi][sdk]") {
+// Every field appended to th_train_state since 1.6, with the struct's size before it.
+struct AppendedField {
+    std::uint16_t minor;
+    std::uint32_t before;
+    std::uint64_t th_train_state::*field;
+    th_status (*older_host)(th_host*, th_train_state*);  // one of the minor before
+};
+const AppendedField kAppendedFields[] = {
+    {6, kTrainStateBefore16, &th_train_state::accumulate_grad_batches, &train_state_of_an_older_host<kTrainStateBefore16>},
+    {7, kTrainStateBefore17, &th_train_state::max_steps, &train_state_of_an_older_host<kTrainStateBefore17>},
+    {8, kTrainStateBefore18, &th_train_state::check_val_every_n_epoch, &train_state_of_an_older_host<kTrainStateBefore18>},
+    {9, kTrainStateBefore19, &th_train_state::sanity_checking, &train_state_of_an_older_host<kTrainStateBefore19>},
+    {10, kTrainStateBefore110, &th_train_state::fast_dev_run, &train_state_of_an_older_host<kTrainStateBefore110>},
+    {11, kTrainStateBefore111, &th_train_state::resumed, &train_state_of_an_older_host<kTrainStateBefore111>},
+};
+
+TEST_CASE("train_state gives each field appended since ABI 1.6 only to a struct that has it", "[host_api][abi][sdk]") {
+    ProbeHost host;
+    for (const AppendedField& appended : kAppendedFields) {
+        DYNAMIC_SECTION("ABI 1." << appended.minor) {
+            th_host_api api = plugin::host_api();
+            // A plugin built before the field: what lies past its struct stays its own.
+            th_train_state old{};
+            old.struct_size = appended.before;
+            old.*appended.field = 0x5eed;
+            REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
+            CHECK(old.struct_size == appended.before);
+            CHECK(old.*appended.field == 0x5eed);
+            CHECK(old.max_epochs == 1);
+            // The SDK on a host of this minor or later gets the host's value.
+            th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+            CHECK(state.struct_size == sizeof(th_train_state));
+            // On a host of the minor before, it reads 0 there, whatever that host keeps.
+            api.abi_minor = static_cast<std::uint16_t>(appended.minor - 1);
+            api.train_state = appended.older_host;
+            state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+            CHECK(state.struct_size == appended.before);
+            CHECK(state.max_epochs == 3);
+            CHECK(state.*appended.field == 0);
+        }
+    }
+}
+
+TEST_CASE("the 0 an older host leaves means what the field's docs say", "[host_api][abi][sdk]") {
     ProbeHost host;
     th_host_api api = plugin::host_api();
-    SECTION("a plugin built before 1.6 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore16;
-        old.accumulate_grad_batches = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore16);
-        CHECK(old.accumulate_grad_batches == 0x5eed);
-        CHECK(old.max_epochs == 1);
-    }
-    SECTION("the SDK on a host of 1.6 or later") {
+    SECTION("this host's own values") {
         const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == sizeof(th_train_state));
         CHECK(state.accumulate_grad_batches == 1);
-    }
-    SECTION("the SDK on a 1.5 host: 0, which a reader takes as 1") {
-        api.abi_minor = 5;
-        api.train_state = &train_state_of_an_older_host<kTrainStateBefore16>;
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore16);
-        CHECK(state.max_epochs == 3);
-        CHECK(state.accumulate_grad_batches == 0);
-    }
-}
-
-TEST_CASE("train_state gives ABI 1.7's max_steps only to a struct that has it", "[host_api][abi][sdk]") {
-    ProbeHost host;
-    th_host_api api = plugin::host_api();
-    SECTION("a plugin built for 1.6 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore17;
-        old.max_steps = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore17);
-        CHECK(old.max_steps == 0x5eed);
-        CHECK(old.accumulate_grad_batches == 1);
-    }
-    SECTION("the SDK on a 1.7 host: the host's value (0, no limit, for this host's run)") {
-        th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == sizeof(th_train_state));
-        CHECK(state.max_steps == 0);
-    }
-    SECTION("the SDK on a 1.6 host: 0, no limit") {
-        api.abi_minor = 6;
-        api.train_state = &train_state_of_an_older_host<kTrainStateBefore17>;
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore17);
-        CHECK(state.accumulate_grad_batches == 2);
-        CHECK(state.max_steps == 0);
-        CHECK(sdk::position_text(state) == "epoch 1/3");
-    }
-}
-
-TEST_CASE("train_state gives ABI 1.11's resumed only to a struct that has it", "[host_api][abi][sdk]") {
-    ProbeHost host;
-    th_host_api api = plugin::host_api();
-    SECTION("a plugin built for 1.10 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore111;
-        old.resumed = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore111);
-        CHECK(old.resumed == 0x5eed);
-    }
-    SECTION("the SDK on a 1.10 host: 0, not resumed") {
-        api.abi_minor = 10;
-        api.train_state = &train_state_of_an_older_host<kTrainStateBefore111>;
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore111);
-        CHECK(state.fast_dev_run == 3);
-        CHECK(state.resumed == 0);
-    }
-}
-
-TEST_CASE("train_state gives ABI 1.10's fast_dev_run only to a struct that has it", "[host_api][abi][sdk]") {
-    ProbeHost host;
-    th_host_api api = plugin::host_api();
-    SECTION("a plugin built for 1.9 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore110;
-        old.fast_dev_run = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore110);
-        CHECK(old.fast_dev_run == 0x5eed);
-        CHECK(old.check_val_every_n_epoch == 1);
-    }
-    SECTION("the SDK on a 1.9 host: 0, off") {
-        api.abi_minor = 9;
-        api.train_state = &train_state_of_an_older_host<kTrainStateBefore110>;
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore110);
-        CHECK(state.sanity_checking == 1);
-        CHECK(state.fast_dev_run == 0);
-    }
-}
-
-TEST_CASE("train_state gives ABI 1.9's sanity_checking only to a struct that has it", "[host_api][abi][sdk]") {
-    ProbeHost host;
-    th_host_api api = plugin::host_api();
-    SECTION("a plugin built for 1.8 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore19;
-        old.sanity_checking = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore19);
-        CHECK(old.sanity_checking == 0x5eed);
-        CHECK(old.check_val_every_n_epoch == 1);
-    }
-    SECTION("the SDK on a 1.8 host: 0, no sanity check") {
-        api.abi_minor = 8;
-        api.train_state = &train_state_of_an_older_host<kTrainStateBefore19>;
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore19);
-        CHECK(state.sanity_checking == 0);
-    }
-}
-
-TEST_CASE("train_state gives ABI 1.8's check_val_every_n_epoch only to a struct that has it", "[host_api][abi][sdk]") {
-    ProbeHost host;
-    th_host_api api = plugin::host_api();
-    SECTION("a plugin built for 1.7 keeps what lies past its struct") {
-        th_train_state old{};
-        old.struct_size = kTrainStateBefore18;
-        old.check_val_every_n_epoch = 0x5eed;
-        REQUIRE(api.train_state(&host.raw, &old) == TH_OK);
-        CHECK(old.struct_size == kTrainStateBefore18);
-        CHECK(old.check_val_every_n_epoch == 0x5eed);
-        CHECK(old.accumulate_grad_batches == 1);
-    }
-    SECTION("the SDK on a 1.8 host: the host's value") {
-        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == sizeof(th_train_state));
+        CHECK(state.max_steps == 0);  // no limit in this host's run
         CHECK(state.check_val_every_n_epoch == 1);
         CHECK(sdk::is_validation_epoch(state));
     }
-    SECTION("the SDK on a 1.7 host: 0, which is_validation_epoch reads as 1") {
+    SECTION("a 1.6 host: max_steps 0 is no limit") {
+        api.abi_minor = 6;
+        api.train_state = &train_state_of_an_older_host<kTrainStateBefore17>;
+        const th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
+        CHECK(state.accumulate_grad_batches == 2);
+        CHECK(sdk::position_text(state) == "epoch 1/3");
+    }
+    SECTION("a 1.7 host: check_val_every_n_epoch 0, which is_validation_epoch reads as 1") {
         api.abi_minor = 7;
         api.train_state = &train_state_of_an_older_host<kTrainStateBefore18>;
         th_train_state state = sdk::Context(sdk::HostLink(&api, &host.raw), nullptr).state();
-        CHECK(state.struct_size == kTrainStateBefore18);
         CHECK(state.max_steps == 5000);
-        CHECK(state.check_val_every_n_epoch == 0);
         state.epoch = 4;
         CHECK(sdk::is_validation_epoch(state));
     }
