@@ -41,6 +41,11 @@ void Session::load_data() {
                                   dir.string(), options_.config.file.string())
                     : fmt::format("{}: directory not found ([data] path in {})", dir.string(),
                                   options_.config.file.string()));
+        // A link loop, a name too long, a parent that cannot be searched: the path's
+        // own fault, not that of a file in it.
+        if (ec && type != std::filesystem::file_type::not_found)
+            throw ConfigError(fmt::format("{}: cannot access: {} ({}[data] path in {})", dir.string(), ec.message(),
+                                          spec.path.empty() ? "the default " : "", options_.config.file.string()));
         if (!ec && type != std::filesystem::file_type::directory)
             throw ConfigError(fmt::format("{}: is not a directory ({}[data] path in {} names the directory of the IDX "
                                           "files)",

@@ -75,6 +75,15 @@ TEST_CASE("a [data] path that names a file, not the IDX files' directory, is a c
         CHECK(run.err == "error: " + path + ": is not a directory ([data] path in " + config +
                              " names the directory of the IDX files)\n");
     }
+    // A path that cannot be looked in is its own fault, not that of the first file in it.
+    const auto loop = dir.path() / "loop";
+    std::filesystem::create_directory_symlink("loop", loop);
+    auto config = dir.write("run.toml", "[data]\npath = \"" + loop.string() + "\"\n[model]\nlayers = [{ type = "
+                                        "\"dense\", units = 10 }]\n").string();
+    auto run = run_trainhost({"--config", config});
+    CHECK(run.exit_code == 1);
+    CHECK(run.err == "error: " + loop.string() + ": cannot access: Too many levels of symbolic links ([data] path in " +
+                         config + ")\n");
 }
 
 TEST_CASE("a --config that never ends, or is far too large, is refused after its first 16 MiB", "[cli][config]") {
