@@ -30,7 +30,7 @@ constexpr double kMostRate = 1000;  // the host's bound on a learning rate
 class StochasticWeightAveraging final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "stochastic_weight_averaging";
-    static constexpr const char* version = "1.0.1";
+    static constexpr const char* version = "1.0.2";
     static constexpr const char* description =
         "average the weights of the last epochs and end the fit with the average (Lightning's "
         "StochasticWeightAveraging)";
@@ -166,8 +166,14 @@ public:
 
     void on_fit_end(Context& ctx) override {
         if (applied_ || averaged_ == 0) return;
+        // A resumed state stands at the epoch it was saved in: one before the last left
+        // epochs to train, which only a stop at the fit's start can have taken.
         if (epochs_started_ == 0)
-            ctx.warn("no epoch was left to train: the checkpoint's average of " + averaged_epochs() +
+            ctx.warn(std::string(static_cast<std::int64_t>(ctx.state().epoch) < last_epoch_
+                                     ? "a stop at the fit's start ended it before any epoch, with epochs up to " +
+                                           std::to_string(last_epoch_ + 1) + " left"
+                                     : "no epoch was left to train") +
+                     ": the checkpoint's average of " + averaged_epochs() +
                      " was not applied, and the model keeps the weights it was saved with");
         else
             ctx.warn("the fit ended after epoch " + std::to_string(ctx.state().epoch + 1) + ", before its last (" +

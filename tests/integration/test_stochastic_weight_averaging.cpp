@@ -423,6 +423,22 @@ TEST_CASE("stochastic_weight_averaging refuses a forged state", "[plugins][swa][
                                            "checkpoint's average of the weights at epoch 1's start was not applied, and "
                                            "the model keeps the weights it was saved with\n"));
     }
+    SECTION("epochs left, but a stop at the fit's start: said as such, not as none left") {
+        trainhost::checkpoint::write_checkpoint(
+            path, with_average(header(1, 0, 0, 0, 0.1, 0, 4), 0.5f).as_state_of("stochastic_weight_averaging", saved));
+        const auto stopping = dir.write("stopping.toml", swa_config(4, "swa_lrs = 0.01\nswa_epoch_start = 1\n", ckpt,
+                                                                     "\n[plugins.test_recorder]\nstop_at_fit_start = "
+                                                                     "true\n"));
+        auto stopped = run_trainhost({"--config", stopping.string(), std::string(kPlugins) + "," +
+                                          test_support::test_plugin("test_recorder"),
+                                      "--resume", path.string()});
+        INFO(stopped.out << stopped.err);
+        REQUIRE(stopped.exit_code == 0);
+        CHECK_THAT(stopped.err, Contains("warning: [stochastic_weight_averaging] a stop at the fit's start ended it before "
+                                         "any epoch, with epochs up to 4 left: the checkpoint's average of the weights "
+                                         "at epoch 1's start was not applied, and the model keeps the weights it was "
+                                         "saved with\n"));
+    }
 }
 
 TEST_CASE("stochastic_weight_averaging follows the model where togpu moves it every epoch, and leaves the ledger clean",
