@@ -158,7 +158,7 @@ void Session::release_core_objects() noexcept {
 
 void Session::enter(Phase phase) {
     state_.phase = phase <= Phase::exception ? static_cast<th_hook>(phase) : state_.phase;
-    ledger_->set_position(phase, {state_.fit_index, state_.epoch, fit_step_});
+    ledger_->set_position(phase, {state_.fit_index, state_.epoch, fit_step_, fit_window_});
 }
 
 th_control Session::dispatch(th_hook hook) {
@@ -291,6 +291,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.epoch = 0;
     state_.global_step = 0;
     fit_step_ = 0;
+    fit_window_ = 0;
     batches_started_ = 0;
     batches_completed_ = 0;
     passes_completed_ = 0;
@@ -540,7 +541,7 @@ void Session::predict_fit(FitRecord& record) {
     dispatch(TH_HOOK_VALIDATION_START);
     for (std::uint64_t pass = 0; pass < passes; ++pass) {
         state_.batch_index = pass;
-        fit_step_ = pass;
+        fit_step_ = fit_window_ = pass;
         const std::size_t batch = pass % batcher.batches();
         const std::size_t rows = gather_batch(batcher, batch);
         state_.batch_samples = rows;

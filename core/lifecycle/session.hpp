@@ -232,6 +232,7 @@ private:
     std::unique_ptr<FitState> fit_;
     std::map<std::string, double, std::less<>> metrics_;
     th_train_state state_{};
+    std::uint64_t fit_window_ = 0;       // index of its optimizer step's window of batches
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit

@@ -48,13 +48,17 @@ std::uint64_t Session::train_epoch() {
     apply_pending_move();
     nn::GradientAccumulator& accumulator = *fit.accumulator;
     // max_steps ends the epoch after the batch whose step reaches it, as in Lightning.
+    // Every epoch starts a window (its last batch ends one, as does a stop).
+    bool window_starts = true;
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !stopping() && !steps_exhausted(); ++b) {
         state_.batch_index = b;
+        if (window_starts && batches_started_ > 0) ++fit_window_;
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
         forward_rows_ = 0;
         const bool window_ends = accumulator.ends_window(b, state_.batches_in_epoch);
+        window_starts = window_ends;
         if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
             batch_in_flight_ = true;
             upload_batch(rows);

@@ -35,7 +35,11 @@ enum class Phase : std::uint32_t {
 struct TrainPosition {
     std::uint32_t fit = 0;
     std::uint32_t epoch = 0;
-    std::uint64_t step = 0;
+    std::uint64_t step = 0;    // the training batch (or predict pass) in this fit
+    // The optimizer step's window of batches (accumulate_grad_batches), which the
+    // growth rule takes as one step: memory held for each of its batches and given
+    // back at its optimizer step is level. The batch where nothing accumulates.
+    std::uint64_t window = 0;
 };
 
 // Where a lease was taken, captured only when stacks are switched on.

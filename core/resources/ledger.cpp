@@ -386,10 +386,9 @@ std::vector<Leak> Ledger::stranded_on(device::DeviceIndex source, std::string_vi
 }
 
 // Memory that outlives the window its hook is checked in: taken (from = step) or
-// promoted (from = its old scope) past the step in a step hook, checked per step;
-// past the epoch in an epoch-level hook (epoch_start, the validation hooks,
-// epoch_end), or promoted from epoch scope past the epoch in a step hook, checked
-// per epoch.
+// promoted (from = its old scope, epoch scope into the fit's among them) past the
+// step in a step hook, checked per step; past the epoch in an epoch-level hook
+// (epoch_start, the validation hooks, epoch_end), checked per epoch.
 std::vector<Ledger::GrowthCandidate>* Ledger::growth_candidates_for(OwnerId owner, th_scope from, th_scope to) noexcept {
     if (!growth_tracked_ || owner == kCoreOwner || to < TH_SCOPE_EPOCH) return nullptr;
     const auto phase = static_cast<std::uint32_t>(phase_);
@@ -473,7 +472,7 @@ std::vector<Leak> Ledger::grown(std::vector<GrowthCandidate>& candidates, std::s
     for (const GrowthCandidate& candidate : candidates) {
         const LeaseRecord* found = live_.find(candidate.handle);
         if (found == nullptr || growth_reported_.contains(found->id)) continue;
-        const std::uint64_t when = per_epoch ? candidate.at.epoch : candidate.at.step;
+        const std::uint64_t when = per_epoch ? candidate.at.epoch : candidate.at.window;
         auto& warmups = per_epoch                          ? warmup_epoch_
                         : found->scope == TH_SCOPE_EPOCH ? warmup_step_epoch_
                                                          : warmup_step_fit_;

@@ -332,6 +332,32 @@ TEST_CASE("state made once in the first optimizer step of an accumulation window
                              Contains("rule=growth"));
 }
 
+// The growth rule's step is the optimizer step: a window's batches are one.
+TEST_CASE("memory kept for each batch of an accumulation window and given back at its optimizer step is not growth",
+          "[contract]") {
+    TempDir dir;
+    // 30 training samples in batches of 16: two batches an epoch, one window of both.
+    const auto accumulating = [&](const std::string& name, int window, const std::string& pool) {
+        std::string text = tiny_config(3, "\n[plugins.test_growing_pool]\nhook = \"after_backward\"\n" + pool);
+        text.replace(text.find("[optimizer]\n"), 12,
+                     "[optimizer]\naccumulate_grad_batches = " + std::to_string(window) + "\n");
+        return dir.write(name, text).string();
+    };
+    const std::string plugins = "--plugins=" + test_plugin("test_growing_pool");
+    for (const int window : {2, 3}) {
+        INFO("accumulate_grad_batches = " << window);
+        auto kept = run_trainhost({"--config", accumulating("window.toml", window, "pattern = \"window\"\n"), plugins});
+        INFO(kept.err);
+        CHECK(kept.exit_code == 0);
+        CHECK_THAT(kept.last_line(), StartsWith("resources: clean"));
+        // Kept past the step, the same buffers are a pool, caught in the second window.
+        auto pool = run_trainhost({"--config", accumulating("pool.toml", window, ""), plugins});
+        CHECK(pool.exit_code == 3);
+        CHECK_THAT(pool.err, Contains("tag=scratch scope=fit acquired_in=after_backward fit=0 epoch=1 step=2 ") &&
+                                 Contains("detected_at=batch_end rule=growth"));
+    }
+}
+
 TEST_CASE("lazy epoch-scoped memory made in each epoch's first step is not growth", "[contract]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_growing_pool]\nper_epoch = true\n"));

@@ -7,7 +7,10 @@
 // (one buffer made anew in each grow, the old one freed: level, no growth), spares
 // (8 epoch-scoped buffers taken at epoch_start, one promoted into the fit's scope and
 // kept at each grow: a pool grown a step at a time) and promote (each grow takes an
-// epoch-scoped buffer and promotes it into the fit's scope at once).
+// epoch-scoped buffer and promotes it into the fit's scope at once). window: as pool,
+// but the pool is given back at each optimizer step: with accumulate_grad_batches, a
+// buffer for each of a window's batches (a per-batch gradient kept for the window),
+// which is level.
 #include <trainhost/sdk.hpp>
 
 #include <set>
@@ -32,11 +35,12 @@ public:
          "the other correct pattern: one fit-scoped buffer, made lazily in the first step it is needed"},
         {"start_step", TH_OPTION_INT, "0", "take nothing before this global step"},
         {"hook", TH_OPTION_STRING, "\"batch_start\"",
-         "where to allocate: batch_start, before_optimizer_step, epoch_start, val_batch_end or epoch_end, or several, "
+         "where to allocate: batch_start, after_backward, before_optimizer_step, epoch_start, val_batch_end or "
+         "epoch_end, or several, "
          "comma-separated"},
         {"epoch_end_after_validation", TH_OPTION_BOOL, "false",
          "in epoch_end, allocate only where a validation ran in the epoch (a monitor's lazy state)"},
-        {"pattern", TH_OPTION_STRING, "\"pool\"", "pool, replace, spares or promote (see the file's comment)"},
+        {"pattern", TH_OPTION_STRING, "\"pool\"", "pool, replace, spares, promote or window (see the file's comment)"},
         {"collect", TH_OPTION_BOOL, "true",
          "free the pool at teardown; false: only at destroy, so that teardown finds the grown leases again"},
     };
@@ -50,8 +54,14 @@ public:
     void on_batch_start(Context& ctx) override {
         if (hooks_.contains("batch_start")) grow(ctx, "batch_start");
     }
+    void on_after_backward(Context& ctx) override {
+        if (hooks_.contains("after_backward")) grow(ctx, "after_backward");
+    }
     void on_before_optimizer_step(Context& ctx) override {
         if (hooks_.contains("before_optimizer_step")) grow(ctx, "before_optimizer_step");
+    }
+    void on_after_optimizer_step(Context&) override {
+        if (pattern_ == "window") pool_.clear();
     }
     void on_epoch_start(Context& ctx) override {
         if (pattern_ == "spares")
