@@ -292,6 +292,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.global_step = 0;
     fit_step_ = 0;
     fit_window_ = 0;
+    window_whole_ = false;
     batches_started_ = 0;
     batches_completed_ = 0;
     passes_completed_ = 0;

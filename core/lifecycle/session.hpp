@@ -123,7 +123,7 @@ public:
     void set_metric(std::string_view key, double value) override;
     void erase_metric(std::string_view key) override;
     void request_stop(resources::OwnerId owner, std::string_view reason) override;
-    void log(resources::OwnerId owner, th_log_level level, std::string_view message) override;
+    void log(resources::OwnerId owner, int level, std::string_view message) override;
     [[nodiscard]] std::size_t param_count() const override;
     [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
     [[nodiscard]] device::DeviceIndex model_device() const override { return model_device_; }
@@ -233,6 +233,7 @@ private:
     std::map<std::string, double, std::less<>> metrics_;
     th_train_state state_{};
     std::uint64_t fit_window_ = 0;       // index of its optimizer step's window of batches
+    bool window_whole_ = false;          // that window ran from its first batch, none skipped
     std::uint64_t fit_step_ = 0;         // index of the current training step in this fit
     std::uint64_t batches_started_ = 0;
     std::uint64_t batches_completed_ = 0; // training batches whose batch_end has run, in this fit

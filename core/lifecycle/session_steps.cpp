@@ -47,19 +47,26 @@ std::uint64_t Session::train_epoch() {
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
     nn::GradientAccumulator& accumulator = *fit.accumulator;
-    // max_steps ends the epoch after the batch whose step reaches it, as in Lightning.
-    // Every epoch starts a window (its last batch ends one, as does a stop).
+    // Every epoch starts a window (its last batch ends one, as does a stop). A window
+    // not run whole (resumed within it, or a batch skipped) shares its index with the
+    // next: as the growth rule's warm-up it would set too low a level.
     bool window_starts = true;
+    // max_steps ends the epoch after the batch whose step reaches it, as in Lightning.
     for (std::size_t b = first_batch; b < state_.batches_in_epoch && !stopping() && !steps_exhausted(); ++b) {
         state_.batch_index = b;
-        if (window_starts && batches_started_ > 0) ++fit_window_;
+        if (window_starts) {
+            if (batches_started_ > 0 && window_whole_) ++fit_window_;
+            window_whole_ = accumulator.starts_window(b);
+        }
         fit_step_ = batches_started_++;
         const std::size_t rows = gather_batch(*fit.batcher, b);
         state_.batch_samples = rows;
         forward_rows_ = 0;
         const bool window_ends = accumulator.ends_window(b, state_.batches_in_epoch);
         window_starts = window_ends;
-        if (dispatch(TH_HOOK_BATCH_START) != TH_SKIP_BATCH) {
+        if (dispatch(TH_HOOK_BATCH_START) == TH_SKIP_BATCH) {
+            window_whole_ = false;
+        } else {
             batch_in_flight_ = true;
             upload_batch(rows);
             fit.model->forward(rows, true);

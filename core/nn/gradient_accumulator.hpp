@@ -26,6 +26,7 @@ public:
     [[nodiscard]] bool ends_window(std::size_t batch, std::size_t batches_in_epoch) const noexcept {
         return (batch + 1) % window_ == 0 || batch + 1 == batches_in_epoch;
     }
+    [[nodiscard]] bool starts_window(std::size_t batch) const noexcept { return batch % window_ == 0; }
     // Before a backward pass: Lightning divides each batch's loss by the window, the
     // tail's too, so the loss gradient (n floats) is divided by it.
     void scale_loss_gradient(float* grad, std::size_t n);

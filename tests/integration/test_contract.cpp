@@ -356,6 +356,17 @@ TEST_CASE("memory kept for each batch of an accumulation window and given back a
         CHECK_THAT(pool.err, Contains("tag=scratch scope=fit acquired_in=after_backward fit=0 epoch=1 step=2 ") &&
                                  Contains("detected_at=batch_end rule=growth"));
     }
+    // Several windows an epoch (8 batches of 4, windows of 4), the fit's first batch
+    // skipped: that first window, not run whole, is no warm-up of 3 for windows of 4.
+    std::string text = tiny_config(2, "\n[plugins.test_growing_pool]\nhook = \"after_backward\"\npattern = \"window\"\n"
+                                      "[plugins.test_batch_outputs]\nskip_first = 1\n");
+    text.replace(text.find("batch_size = 16"), 15, "batch_size = 4");
+    text.replace(text.find("[optimizer]\n"), 12, "[optimizer]\naccumulate_grad_batches = 4\n");
+    auto skipped = run_trainhost({"--config", dir.write("skipped.toml", text).string(),
+                                  plugins + "," + test_plugin("test_batch_outputs")});
+    INFO(skipped.err);
+    CHECK(skipped.exit_code == 0);
+    CHECK_THAT(skipped.last_line(), StartsWith("resources: clean"));
 }
 
 TEST_CASE("lazy epoch-scoped memory made in each epoch's first step is not growth", "[contract]") {

@@ -22,14 +22,19 @@ public:
     static constexpr th_option_spec options[] = {
         {"read_in", TH_OPTION_STRING, "\"\"", "also read the outputs in this hook, where they are refused"},
         {"skip_every", TH_OPTION_INT, "0", "skip every n-th training batch in batch_start (0: none)"},
+        {"skip_first", TH_OPTION_INT, "0", "skip the fit's first n training batches in batch_start"},
     };
     BatchOutputs(Context&, const trainhost::sdk::Options& options)
-        : read_in_(options.get_string("read_in")), skip_every_(options.get_int("skip_every")) {}
+        : read_in_(options.get_string("read_in")), skip_every_(options.get_int("skip_every")),
+          skip_first_(options.get_int("skip_first")) {}
 
     void on_epoch_start(Context&) override { train_ = val_ = Count{}; }
     void on_batch_start(Context& ctx) override {
         if (read_in_ == "batch_start") (void)ctx.read_outputs();
-        if (skip_every_ > 0 && ++batches_ % static_cast<std::uint64_t>(skip_every_) == 0) ctx.skip_batch();
+        ++batches_;
+        if ((skip_every_ > 0 && batches_ % static_cast<std::uint64_t>(skip_every_) == 0) ||
+            batches_ <= static_cast<std::uint64_t>(skip_first_))
+            ctx.skip_batch();
     }
     void on_batch_end(Context& ctx) override { count(ctx, train_); }
     void on_val_batch_end(Context& ctx) override { count(ctx, val_); }
@@ -76,6 +81,7 @@ private:
 
     std::string read_in_;
     std::int64_t skip_every_;
+    std::int64_t skip_first_;
     std::uint64_t batches_ = 0;
     std::uint64_t without_outputs_ = 0;
     Count train_;

@@ -191,14 +191,14 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     const auto pool = ledger.register_owner("pool");
     // No window open (between fits): nothing is noted.
     for (std::uint64_t index : {0u, 1u}) {
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index, index});
         (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "unwatched");
     }
     CHECK(ledger.grown_in_step("batch_end").empty());
     ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
     const auto step = [&](std::uint64_t index) {
         ledger.begin_epoch_growth_window();
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index});
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_START), {0, 0, index, index});
     };
     step(0);
     (void)ledger.acquire(pool, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_FIT, "pool");
@@ -246,9 +246,9 @@ TEST_CASE("the growth rule takes each owner's first kept memory as its warm-up",
     // named at its batch_end, and once.
     ledger.begin_fit_growth_window(Ledger::StepHooks::training_batch);
     for (const auto& [epoch, at] : {std::pair{2u, 7u}, std::pair{3u, 9u}}) {
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, at});
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_EPOCH_START), {0, epoch, at, at});
         const th_handle kept = ledger.acquire(late, TH_RESOURCE_DEVICE_MEMORY, 8, TH_SCOPE_EPOCH, "promoted");
-        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_END), {0, epoch, at});
+        ledger.set_position(static_cast<resources::Phase>(TH_HOOK_BATCH_END), {0, epoch, at, at});
         ledger.promote(late, kept, TH_SCOPE_FIT);
         CHECK(ledger.grown_in_step("batch_end").size() == (epoch == 2 ? 0u : 1u));
         CHECK(ledger.grown_in_epoch("epoch_end").empty());
