@@ -52,7 +52,7 @@ public:
     void set_metric(std::string_view, double) override {}
     void erase_metric(std::string_view) override {}
     void request_stop(resources::OwnerId, std::string_view) override {}
-    void log(resources::OwnerId, th_log_level, std::string_view) override {}
+    void log(resources::OwnerId, int, std::string_view) override {}
     std::size_t param_count() const override { return 0; }
     plugin::ParamAccess param(std::size_t) override { return {}; }
     device::DeviceIndex model_device() const override { return 0; }

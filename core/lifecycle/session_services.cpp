@@ -51,7 +51,7 @@ void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
                             state_.global_step == 1 ? "" : "s");
 }
 
-void Session::log(resources::OwnerId owner, th_log_level level, std::string_view message) {
+void Session::log(resources::OwnerId owner, int level, std::string_view message) {
     switch (level) {
     case TH_LOG_DEBUG:
         if (options_.verbose) out_ << fmt::format("[{}] {}\n", ledger_->owner_name(owner), message);
@@ -61,7 +61,7 @@ void Session::log(resources::OwnerId owner, th_log_level level, std::string_view
     case TH_LOG_ERROR: err_ << fmt::format("error: [{}] {}\n", ledger_->owner_name(owner), message); break;
     default:  // a plugin's bug, but its message is not lost
         err_ << fmt::format("warning: [{}] {} (logged at unknown level {})\n", ledger_->owner_name(owner), message,
-                            static_cast<int>(level));
+                            level);
     }
 }
 

@@ -2,6 +2,7 @@
 // error into a status plus last_error text, and never lets an exception out.
 #include "config/run_config.hpp"
 #include "plugin/declarations.hpp"
+#include "plugin/host_call.hpp"
 #include "plugin/host_services.hpp"
 
 #include <algorithm>
@@ -14,30 +15,7 @@
 
 namespace trainhost::plugin {
 
-namespace {
-
-using resources::Phase;
-
-struct PhaseWindow {
-    th_hook first;
-    th_hook last;
-    bool in_exception;
-    th_hook also = TH_HOOK_COUNT;  // one more hook outside [first, last]; COUNT: none
-};
-
-// From which hook to which hook a call is allowed; exception counts separately.
-constexpr PhaseWindow kAnyHook{TH_HOOK_SETUP, TH_HOOK_TEARDOWN, true};
-constexpr PhaseWindow kTraining{TH_HOOK_FIT_START, TH_HOOK_FIT_END, true};
-constexpr PhaseWindow kStoppable{TH_HOOK_FIT_START, TH_HOOK_EPOCH_END, false};
-constexpr PhaseWindow kMoves{TH_HOOK_TO_DEVICE, TH_HOOK_EPOCH_START, false};
-// While the batch's gradients exist and the optimizer has not used them yet.
-constexpr PhaseWindow kGradients{TH_HOOK_AFTER_BACKWARD, TH_HOOK_BEFORE_OPTIMIZER_STEP, false};
-// For the optimizer steps that follow: up to the last epoch's end.
-constexpr PhaseWindow kLearningRate{TH_HOOK_SETUP, TH_HOOK_EPOCH_END, false};
-// After a batch's forward pass: the training step's hooks, and each validation batch's end.
-constexpr PhaseWindow kBatchOutputs{TH_HOOK_BEFORE_BACKWARD, TH_HOOK_BATCH_END, false, TH_HOOK_VAL_BATCH_END};
-// Calls that are harmless at any moment of an instance's life, destructors included.
-constexpr PhaseWindow kAlways{TH_HOOK_SETUP, TH_HOOK_COUNT, true};
+namespace host_call {
 
 bool allowed(Phase phase, PhaseWindow window) {
     if (window.last == TH_HOOK_COUNT) return true;
@@ -51,8 +29,6 @@ th_status fail(th_host* host, th_status status, std::string message) {
     return status;
 }
 
-// Runs `body` if the phase allows `what`; records the refusal as a misuse otherwise.
-// A call from a thread other than the instance's: counted, and nothing else touched.
 bool refused_off_thread(th_host* host, const char* what) noexcept {
     if (std::this_thread::get_id() == host->thread) return false;
     const char* none = nullptr;
@@ -61,44 +37,6 @@ bool refused_off_thread(th_host* host, const char* what) noexcept {
     return true;
 }
 
-constexpr const char* kOffThread =
-    "the host API serves only the thread that runs the plugin's hooks; a call from another thread is refused, and "
-    "reported as a wrong_thread misuse";
-
-template <typename Body>
-th_status guarded(th_host* host, const char* what, PhaseWindow window, Body&& body) noexcept {
-    if (host == nullptr) return TH_INVALID_ARGUMENT;
-    if (refused_off_thread(host, what)) return TH_OUT_OF_PHASE;
-    if (host->services == nullptr)
-        return fail(host, TH_OUT_OF_PHASE,
-                    fmt::format("{} after the plugin instance ended: a handle or HostLink kept past it (in a global, "
-                                "say) is dead, and the ledger took back its leases when the instance ended",
-                                what));
-    try {
-        resources::Ledger& ledger = host->services->ledger();
-        Phase phase = ledger.phase();
-        if (!allowed(phase, window)) {
-            std::string detail = fmt::format("{} is not allowed in phase {} (allowed from {} to {}{})", what,
-                                             resources::phase_name(phase), resources::hook_name(window.first),
-                                             resources::hook_name(window.last),
-                                             window.also == TH_HOOK_COUNT
-                                                 ? std::string()
-                                                 : fmt::format(", and in {}", resources::hook_name(window.also)));
-            ledger.record_misuse(host->owner, resources::MisuseKind::out_of_phase, 0, detail);
-            return fail(host, TH_OUT_OF_PHASE, detail);
-        }
-        return body();
-    } catch (const resources::ResourceError& e) {
-        return fail(host, e.status(), e.what());
-    } catch (const std::exception& e) {
-        return fail(host, TH_ERROR, e.what());
-    } catch (...) {
-        return fail(host, TH_ERROR, "unknown error");
-    }
-}
-
-// From ABI 1.2 a plugin changes only what its entry declares in `writes`, so the
-// order derived from declarations holds while it runs; a refusal is a misuse.
 th_status check_declared_write(th_host* host, const char* what, std::string_view name) {
     if (!host->declared_writes || any_covers(*host->declared_writes, name)) return TH_OK;
     resources::Ledger& ledger = host->services->ledger();
@@ -112,6 +50,26 @@ th_status check_declared_write(th_host* host, const char* what, std::string_view
     return fail(host, TH_UNDECLARED, std::move(detail));
 }
 
+ParamAccess* find_param(th_host* host, std::uint32_t index, ParamAccess& storage) {
+    if (index >= host->services->param_count()) {
+        host->last_error = fmt::format("parameter index {} out of range (the model has {})", index,
+                                       host->services->param_count());
+        return nullptr;
+    }
+    storage = host->services->param(index);
+    return &storage;
+}
+
+}  // namespace host_call
+
+namespace {
+
+using namespace host_call;
+
+constexpr const char* kOffThread =
+    "the host API serves only the thread that runs the plugin's hooks; a call from another thread is refused, and "
+    "reported as a wrong_thread misuse";
+
 const char* last_error(th_host* host) {
     if (host == nullptr) return "no host";
     return std::this_thread::get_id() == host->thread ? host->last_error.c_str() : kOffThread;
@@ -120,7 +78,11 @@ const char* last_error(th_host* host) {
 void log(th_host* host, th_log_level level, const char* message) {
     if (host == nullptr || refused_off_thread(host, "log") || host->services == nullptr || message == nullptr) return;
     try {
-        host->services->log(host->owner, level, message);
+        // Taken as the int it is: a C++ enum must not hold a value it does not define.
+        static_assert(sizeof level == sizeof(int));
+        int raw = 0;
+        std::memcpy(&raw, &level, sizeof raw);
+        host->services->log(host->owner, raw, message);
     } catch (...) {
     }
 }
@@ -188,16 +150,6 @@ th_status param_count(th_host* host, std::uint32_t* out) {
     });
 }
 
-// Looks the parameter up; fails through last_error when the index is out of range.
-ParamAccess* find_param(th_host* host, std::uint32_t index, ParamAccess& storage) {
-    if (index >= host->services->param_count()) {
-        host->last_error = fmt::format("parameter index {} out of range (the model has {})", index,
-                                       host->services->param_count());
-        return nullptr;
-    }
-    storage = host->services->param(index);
-    return &storage;
-}
 
 th_status param_info(th_host* host, std::uint32_t index, th_param_info* out) {
     return guarded(host, "param_info", kAnyHook, [&] {
@@ -399,102 +351,7 @@ th_status owner_usage(th_host* host, std::uint32_t owner, th_owner_usage* out) {
     });
 }
 
-// A device-memory lease of this plugin holding exactly one float per parameter entry,
-// on the model's device.
-float* param_sized(th_host* host, const char* what, th_handle handle, const ParamAccess& param) {
-    resources::Ledger& ledger = host->services->ledger();
-    const resources::LeaseRecord& lease = ledger.record(host->owner, handle, what);
-    const std::uint64_t bytes = param.numel * sizeof(float);
-    if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested != bytes || lease.device != param.device)
-        throw resources::ResourceError(
-            TH_INVALID_ARGUMENT, fmt::format("{}: lease {} must be device memory of {} bytes on {} for parameter {}",
-                                             what, handle.id, bytes, ledger.device(param.device).name(), *param.name));
-    return static_cast<float*>(ledger.address(host->owner, handle, 0, bytes));
-}
 
-// `changes`: the declared name the call writes ("params"), empty for a read.
-th_status param_op(th_host* host, const char* what, std::string_view changes, std::uint32_t index, th_handle handle,
-                   auto&& op) {
-    return guarded(host, what, kAnyHook, [&] {
-        if (!changes.empty())
-            if (th_status s = check_declared_write(host, what, changes); s != TH_OK) return s;
-        ParamAccess storage;
-        ParamAccess* param = find_param(host, index, storage);
-        if (!param) return TH_INVALID_ARGUMENT;
-        op(*param, param_sized(host, what, handle, *param), host->services->model_backend());
-        return TH_OK;
-    });
-}
-
-th_status param_copy_to(th_host* host, std::uint32_t index, th_handle dst) {
-    return param_op(host, "param_copy_to", std::string_view(), index, dst,
-                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
-        backend.copy(p.data, buffer, p.numel);
-    });
-}
-
-th_status param_copy_from(th_host* host, std::uint32_t index, th_handle src) {
-    return param_op(host, "param_copy_from", kParamsName, index, src,
-                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
-        backend.copy(buffer, p.data, p.numel);
-    });
-}
-
-th_status param_apply_mask(th_host* host, std::uint32_t index, th_handle mask) {
-    return param_op(host, "param_apply_mask", kParamsName, index, mask,
-                    [](ParamAccess& p, float* buffer, device::Backend& backend) {
-        backend.multiply_by_mask(p.data, buffer, p.numel);
-    });
-}
-
-th_status param_mask_below(th_host* host, std::uint32_t index, float threshold, th_handle mask) {
-    return param_op(host, "param_mask_below", std::string_view(), index, mask,
-                    [&](ParamAccess& p, float* buffer, device::Backend& backend) {
-        backend.mask_below(p.data, threshold, buffer, p.numel);
-    });
-}
-
-th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const th_handle* masks, std::uint32_t count,
-                              std::uint64_t k, float* out) {
-    return guarded(host, "magnitude_threshold", kAnyHook, [&] {
-        if (out == nullptr || (count > 0 && indices == nullptr))
-            return fail(host, TH_INVALID_ARGUMENT, "magnitude_threshold needs parameter indices and an output");
-        std::vector<device::Backend::MaskedSpan> spans;
-        std::uint64_t total = 0;
-        for (std::uint32_t i = 0; i < count; ++i) {
-            ParamAccess storage;
-            ParamAccess* param = find_param(host, indices[i], storage);
-            if (!param) return TH_INVALID_ARGUMENT;
-            const float* mask = masks && masks[i].id != 0 ? param_sized(host, "magnitude_threshold", masks[i], *param)
-                                                          : nullptr;
-            spans.push_back({param->data, mask, param->numel});
-            total += param->numel;
-        }
-        if (k > total)
-            return fail(host, TH_INVALID_ARGUMENT,
-                        fmt::format("magnitude_threshold: k = {} but the parameters hold {} entries", k, total));
-        // Past the entries the masks keep, or a NaN among them: the backend's refusal is
-        // the caller's argument, not a failure of the host.
-        try {
-            *out = host->services->model_backend().kth_smallest_magnitude(spans, k);
-        } catch (const std::invalid_argument& e) {
-            return fail(host, TH_INVALID_ARGUMENT, fmt::format("{} (of the entries the masks keep)", e.what()));
-        }
-        return TH_OK;
-    });
-}
-
-th_status fill(th_host* host, th_handle buffer, float value) {
-    return guarded(host, "fill", kAlways, [&] {
-        resources::Ledger& ledger = host->services->ledger();
-        const resources::LeaseRecord& lease = ledger.record(host->owner, buffer, "fill");
-        if (lease.kind != TH_RESOURCE_DEVICE_MEMORY || lease.bytes_requested % sizeof(float) != 0)
-            return fail(host, TH_INVALID_ARGUMENT, "fill needs device memory holding whole floats");
-        float* data = static_cast<float*>(ledger.address(host->owner, buffer, 0, lease.bytes_requested));
-        ledger.device(lease.device).backend().fill(data, lease.bytes_requested / sizeof(float), value);
-        return TH_OK;
-    });
-}
 
 th_status grad_read(th_host* host, std::uint32_t index, float* dst, std::uint64_t count) {
     return param_copy(host, "grad_read", kGradients, std::string_view(), index, dst, count,
@@ -524,44 +381,7 @@ th_status lr_get(th_host* host, double* out) {
     });
 }
 
-// The batch's outputs, or why there are none; the shape is written either way, and
-// `copy` runs only into a buffer (`dst`, `count` values) that holds `values` of them.
-template <typename Copy>
-th_status batch_read(th_host* host, const char* what, const void* dst, std::uint64_t count, std::uint64_t* rows,
-                     std::uint64_t* width, Copy&& copy) {
-    return guarded(host, what, kBatchOutputs, [&] {
-        const std::optional<BatchOutputs> batch = host->services->batch_outputs();
-        if (!batch)
-            return fail(host, TH_UNSUPPORTED,
-                        fmt::format("{}: this batch has no outputs (it was skipped before its forward pass)", what));
-        if (rows != nullptr) *rows = batch->rows;
-        if (width != nullptr) *width = batch->width;
-        return copy(*batch, [&](std::uint64_t values) {
-            if (dst != nullptr && count >= values) return TH_OK;
-            return fail(host, TH_BUFFER_TOO_SMALL, fmt::format("{}: the batch holds {} values, the buffer {}", what,
-                                                               values, dst != nullptr ? count : 0));
-        });
-    });
-}
 
-th_status output_read(th_host* host, float* dst, std::uint64_t count, std::uint64_t* rows, std::uint64_t* width) {
-    return batch_read(host, "output_read", dst, count, rows, width, [&](const BatchOutputs& batch, auto&& fits) {
-        const std::uint64_t values = batch.rows * batch.width;
-        if (th_status s = fits(values); s != TH_OK) return s;
-        host->services->ledger().device(host->services->model_device()).memory().copy_to_host(
-            dst, batch.outputs, values * sizeof(float));
-        return TH_OK;
-    });
-}
-
-th_status label_read(th_host* host, std::int32_t* dst, std::uint64_t count, std::uint64_t* rows) {
-    return batch_read(host, "label_read", dst, count, rows, nullptr, [&](const BatchOutputs& batch, auto&& fits) {
-        if (batch.labels == nullptr) return fail(host, TH_UNSUPPORTED, "label_read: this run's data has no class labels");
-        if (th_status s = fits(batch.rows); s != TH_OK) return s;
-        std::copy_n(batch.labels, batch.rows, dst);
-        return TH_OK;
-    });
-}
 
 th_status lr_set(th_host* host, double lr) {
     return guarded(host, "lr_set", kLearningRate, [&] {

@@ -43,7 +43,8 @@ public:
     virtual void set_metric(std::string_view key, double value) = 0;
     virtual void erase_metric(std::string_view key) = 0;
     virtual void request_stop(resources::OwnerId owner, std::string_view reason) = 0;
-    virtual void log(resources::OwnerId owner, th_log_level level, std::string_view message) = 0;
+    // The level as the int the plugin passed: it may be one th_log_level does not define.
+    virtual void log(resources::OwnerId owner, int level, std::string_view message) = 0;
     [[nodiscard]] virtual std::size_t param_count() const = 0;
     [[nodiscard]] virtual ParamAccess param(std::size_t index) = 0;
     // Where the model, and so every plugin's device memory, lives now.

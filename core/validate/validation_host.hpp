@@ -57,7 +57,7 @@ public:
         if (const auto found = metrics_.find(key); found != metrics_.end()) metrics_.erase(found);
     }
     void request_stop(resources::OwnerId, std::string_view) override { stop_requested_ = true; }
-    void log(resources::OwnerId, th_log_level, std::string_view) override {}
+    void log(resources::OwnerId, int, std::string_view) override {}
     [[nodiscard]] std::size_t param_count() const override { return model_->parameters().size(); }
     [[nodiscard]] plugin::ParamAccess param(std::size_t index) override;
     [[nodiscard]] device::DeviceIndex model_device() const override { return 0; }
