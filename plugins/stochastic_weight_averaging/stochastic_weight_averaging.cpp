@@ -166,19 +166,26 @@ public:
 
     void on_fit_end(Context& ctx) override {
         if (applied_ || averaged_ == 0) return;
-        // A resumed state stands at the epoch it was saved in: one before the last left
-        // epochs to train, which only a stop at the fit's start can have taken.
         if (epochs_started_ == 0)
-            ctx.warn(std::string(static_cast<std::int64_t>(ctx.state().epoch) < last_epoch_
-                                     ? "a stop at the fit's start ended it before any epoch, with epochs up to " +
-                                           std::to_string(last_epoch_ + 1) + " left"
-                                     : "no epoch was left to train") +
-                     ": the checkpoint's average of " + averaged_epochs() +
+            ctx.warn(why_no_epoch(ctx.state()) + ": the checkpoint's average of " + averaged_epochs() +
                      " was not applied, and the model keeps the weights it was saved with");
         else
             ctx.warn("the fit ended after epoch " + std::to_string(ctx.state().epoch + 1) + ", before its last (" +
                      std::to_string(last_epoch_ + 1) + "): the average of " + averaged_epochs() +
                      " was not applied, as in Lightning, and the model keeps its trained weights");
+    }
+
+    // A resumed state stands at the epoch it was saved in: one before the last left
+    // epochs to train, unless max_steps was reached; then only a stop at the fit's
+    // start can have taken them.
+    [[nodiscard]] std::string why_no_epoch(const trainhost::sdk::TrainState& state) const {
+        if (state.max_steps > 0 && state.global_step >= state.max_steps)
+            return "the checkpoint had reached max_steps (" + std::to_string(state.max_steps) + ")";
+        if (static_cast<std::int64_t>(state.epoch) < last_epoch_)
+            return "a stop at the fit's start ended it before any epoch" +
+                   (state.max_epochs == TH_MAX_EPOCHS ? std::string()
+                                                      : ", with epochs up to " + std::to_string(last_epoch_ + 1) + " left");
+        return "no epoch was left to train";
     }
 
     void on_save_state(trainhost::sdk::StateWriter& out) override {
