@@ -201,13 +201,17 @@ std::filesystem::path idx_file(const std::filesystem::path& dir, const std::stri
     return !std::filesystem::exists(gzip, ec) && std::filesystem::exists(plain, ec) ? plain : gzip;
 }
 
-// Neither spelling there: both are named, since either would do.
+// Neither spelling there: both are named, since either would do. A spelling that
+// cannot be looked up (a directory without search permission) is left to the reader,
+// which names why.
 void require_either_spelling(const std::filesystem::path& dir, const std::string& stem) {
-    std::error_code ec;
+    const auto absent = [](const std::filesystem::path& path) {
+        std::error_code ec;
+        return std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::not_found;
+    };
     const std::filesystem::path gzip = dir / (stem + ".gz");
     const std::filesystem::path plain = dir / stem;
-    if (!std::filesystem::exists(std::filesystem::symlink_status(gzip, ec)) &&
-        !std::filesystem::exists(std::filesystem::symlink_status(plain, ec)))
+    if (absent(gzip) && absent(plain))
         throw DataError(fmt::format("{}: file not found (nor {} without .gz)", gzip.string(), plain.filename().string()));
 }
 

@@ -28,9 +28,9 @@ void Session::load_data() {
         std::filesystem::path dir = spec.path.empty() ? std::filesystem::path(data::kFashionMnistDefaultDir) : spec.path;
         // Named as the directory it is, with where it came from: "file not found" for
         // its first file would leave the user looking for one file. A config error (exit
-        // 1), as a misspelt path is, and a file given for the directory; any other fault
-        // (a parent that cannot be searched, a damaged file) is left to the reader,
-        // which names it.
+        // 1), as a misspelt path is, a file given for the directory, and a path that
+        // cannot be looked in (a link loop, a parent that cannot be searched); a fault
+        // of a file in it is left to the reader, which names it.
         std::error_code ec;
         const std::filesystem::file_type type = std::filesystem::status(dir, ec).type();
         if (type == std::filesystem::file_type::not_found)
