@@ -299,6 +299,15 @@ TEST_CASE("a resume that discards the saved ranking drops its checkpoint.best_sc
         CHECK_THAT(resumed.err, Contains("by 'val_loss' (min), this run by recency"));
         CHECK_FALSE(final_metrics().contains("checkpoint.best_score"));
     }
+    SECTION("the kept files all in another dirpath, and no epoch left to save: none stands either") {
+        const std::string elsewhere = tiny_config(2, checkpoint_table(dir.path() / "other", "save_top_k = 2\n"
+                                                                                              "monitor = \"val_loss\"\n"));
+        auto resumed = run_trainhost({"--config", dir.write("other.toml", elsewhere).string(), "--resume",
+                                      (ckpt / "last.safetensors").string(), "--epochs", "1", "--report", report.string()});
+        CHECK(resumed.exit_code == 0);
+        CHECK_THAT(resumed.err, Contains("checkpoint file(s) outside dirpath"));
+        CHECK_FALSE(final_metrics().contains("checkpoint.best_score"));
+    }
     SECTION("the same ranking: the saved best, or a better one of this fit") {
         auto resumed = run_trainhost({"--config", config("same.toml", "monitor = \"val_loss\"\n").string(), "--resume",
                                       "last", "--report", report.string()});

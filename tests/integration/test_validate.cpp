@@ -82,6 +82,10 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         {"test_abi_mismatch", "", {"metadata"},
          "test_abi_mismatch.so: ABI mismatch: plugin was built for trainhost ABI 99.3, this trainhost speaks ABI " +
              std::to_string(TH_ABI_MAJOR) + "." + std::to_string(TH_ABI_MINOR) + "; rebuild the plugin against this SDK"},
+        // Its round trip would call load_state through NULL: refused as it loads.
+        {"test_bare_half_state", "", {"metadata"},
+         "test_bare_half_state.so: plugin 'test_bare_half_state' has save_state but no load_state: a stateful plugin "
+         "needs both"},
         {"test_refuser", "", {"create_destroy"},
          "cold create failed: plugin 'test_refuser' refused to start: no GPU budget configured for test_refuser"},
         {"test_thrower", "", {"lifecycle"}, "plugin 'test_thrower' failed in epoch_end: deliberate failure in epoch_end"},

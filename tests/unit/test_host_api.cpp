@@ -386,14 +386,16 @@ struct AppendedField {
     std::uint32_t before;
     std::uint64_t th_train_state::*field;
     th_status (*older_host)(th_host*, th_train_state*);  // one of the minor before
+    std::uint64_t older_hosts_value;                     // what train_state_of_an_older_host sets it to
 };
 const AppendedField kAppendedFields[] = {
-    {6, kTrainStateBefore16, &th_train_state::accumulate_grad_batches, &train_state_of_an_older_host<kTrainStateBefore16>},
-    {7, kTrainStateBefore17, &th_train_state::max_steps, &train_state_of_an_older_host<kTrainStateBefore17>},
-    {8, kTrainStateBefore18, &th_train_state::check_val_every_n_epoch, &train_state_of_an_older_host<kTrainStateBefore18>},
-    {9, kTrainStateBefore19, &th_train_state::sanity_checking, &train_state_of_an_older_host<kTrainStateBefore19>},
-    {10, kTrainStateBefore110, &th_train_state::fast_dev_run, &train_state_of_an_older_host<kTrainStateBefore110>},
-    {11, kTrainStateBefore111, &th_train_state::resumed, &train_state_of_an_older_host<kTrainStateBefore111>},
+    {6, kTrainStateBefore16, &th_train_state::accumulate_grad_batches, &train_state_of_an_older_host<kTrainStateBefore16>, 2},
+    {7, kTrainStateBefore17, &th_train_state::max_steps, &train_state_of_an_older_host<kTrainStateBefore17>, 5000},
+    {8, kTrainStateBefore18, &th_train_state::check_val_every_n_epoch, &train_state_of_an_older_host<kTrainStateBefore18>,
+     0x5eed},
+    {9, kTrainStateBefore19, &th_train_state::sanity_checking, &train_state_of_an_older_host<kTrainStateBefore19>, 1},
+    {10, kTrainStateBefore110, &th_train_state::fast_dev_run, &train_state_of_an_older_host<kTrainStateBefore110>, 3},
+    {11, kTrainStateBefore111, &th_train_state::resumed, &train_state_of_an_older_host<kTrainStateBefore111>, 1},
 };
 
 TEST_CASE("train_state gives each field appended since ABI 1.6 only to a struct that has it", "[host_api][abi][sdk]") {
@@ -419,6 +421,11 @@ TEST_CASE("train_state gives each field appended since ABI 1.6 only to a struct 
             CHECK(state.struct_size == appended.before);
             CHECK(state.max_epochs == 3);
             CHECK(state.*appended.field == 0);
+            // While the fields that host knows, the one its own minor appended among them, come through.
+            if (&appended != &kAppendedFields[0]) {
+                const AppendedField& before = (&appended)[-1];
+                CHECK(state.*before.field == before.older_hosts_value);
+            }
         }
     }
 }
