@@ -311,7 +311,8 @@ typedef struct th_host_api {
      * and epoch_start. Moving to where the model already is does nothing. */
     th_status (*move_model)(th_host* host, const char* device);
 
-    /* Metrics by position, for loggers: keys valid until the hook returns. */
+    /* Metrics by position, for loggers: keys valid until the hook returns (or the
+     * plugin's own metric_erase of that metric). */
     th_status (*metric_count)(th_host* host, uint32_t* out);
     th_status (*metric_at)(th_host* host, uint32_t index, const char** key, double* value);
 
@@ -402,7 +403,7 @@ typedef struct th_plugin_entry {
      * "metric:<prefix>.*", and for reads "metrics" (every metric). From ABI 1.2 (an entry whose abi_minor is 2 or more)
      * the host refuses a load whose reads/writes name anything else, and refuses,
      * with TH_UNDECLARED, a call that changes what `writes` does not cover:
-     * metric_set ("metric:<key>"), param_write, param_copy_from and param_apply_mask
+     * metric_set and metric_erase ("metric:<key>"), param_write, param_copy_from and param_apply_mask
      * ("params"), move_model ("device"), grad_scale ("grads"), lr_set ("lr").
      * Entries of ABI 1.0 and 1.1 only order. */
     const char* after;

@@ -314,7 +314,9 @@ public:
         link_.check(link_.api().metric_erase(link_.host(), key.c_str()), "metric_erase");
     }
 
-    // Ends the fit after the current epoch's end hooks have run.
+    // Ends the fit after the current batch: that epoch is cut short there and ends as
+    // usual (validation where due, epoch_end), then the fit's end (held until
+    // min_epochs and min_steps are met).
     void request_stop(const std::string& reason) {
         link_.check(link_.api().request_stop(link_.host(), reason.c_str()), "request_stop");
     }
