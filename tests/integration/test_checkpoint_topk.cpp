@@ -276,7 +276,7 @@ TEST_CASE("a resume that ranks by another monitor or mode starts the rankings af
     }
 }
 
-TEST_CASE("a resume that discards the saved ranking drops its checkpoint.best_score, and one that keeps it carries it",
+TEST_CASE("a resume that discards the saved ranking drops its checkpoint.best_score and one that keeps it carries it",
           "[checkpoint]") {
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
