@@ -11,7 +11,9 @@
 // the file path. Trailing bytes after the promised payload are REJECTED: the
 // MNIST files have none, so extra bytes mean the header and payload disagree;
 // and reading to the end of the stream is also what makes zlib verify the gzip
-// CRC32/length trailer, so silent payload corruption is caught too.
+// CRC32/length trailer, so silent payload corruption is caught too. Bytes after
+// the last gzip member that are no gzip member themselves are skipped by zlib
+// (gzip(1) warns of them): the payload they follow has passed its CRC.
 
 #include <cstddef>
 #include <cstdint>
