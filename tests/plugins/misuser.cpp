@@ -1,7 +1,6 @@
 // Misuses the host API in one chosen way; each must be refused and counted, never crash.
 #include <trainhost/sdk.hpp>
 
-#include <cstring>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -55,11 +54,12 @@ public:
                 throw std::runtime_error("a copy of nothing was refused");
         } else if (misuse_ == "unknown_log_level") {
             // log() returns nothing to refuse with: the message must still reach the user.
-            // As a C plugin passes it: an int where the enum has no such value.
-            th_log_level seven{};
-            const int raw = 7;
-            std::memcpy(&seven, &raw, sizeof seven);
-            api.log(ctx.link().host(), seven, "logged at level seven");
+            // As a C plugin passes it, an int where the enum has no such value: C++ code
+            // cannot hold one in a th_log_level, so the call goes through the same
+            // function with the C view of its parameter (an enum is passed as an int).
+            static_assert(sizeof(th_log_level) == sizeof(int));
+            using CLog = void (*)(th_host*, int, const char*);
+            reinterpret_cast<CLog>(api.log)(ctx.link().host(), 7, "logged at level seven");
         } else if (misuse_ == "use_after_free") {
             th_handle handle{};
             ctx.link().check(api.acquire(ctx.link().host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "freed", &handle),
