@@ -193,26 +193,23 @@ IdxArray read_idx(const std::filesystem::path& path, std::size_t expected_dimens
 namespace {
 
 // The gzip file as distributed, or the uncompressed one beside it where only that is
-// there; the .gz name otherwise, for the messages of reading it.
+// there. Where neither is, both are named, since either would do; a spelling that
+// cannot be looked up (a directory without search permission) counts as there, and the
+// reader names why it cannot be read.
 std::filesystem::path idx_file(const std::filesystem::path& dir, const std::string& stem) {
-    std::error_code ec;
-    const std::filesystem::path gzip = dir / (stem + ".gz");
-    const std::filesystem::path plain = dir / stem;
-    return !std::filesystem::exists(gzip, ec) && std::filesystem::exists(plain, ec) ? plain : gzip;
-}
-
-// Neither spelling there: both are named, since either would do. A spelling that
-// cannot be looked up (a directory without search permission) is left to the reader,
-// which names why.
-void require_either_spelling(const std::filesystem::path& dir, const std::string& stem) {
-    const auto absent = [](const std::filesystem::path& path) {
+    const auto state = [](const std::filesystem::path& path) {
         std::error_code ec;
-        return std::filesystem::symlink_status(path, ec).type() == std::filesystem::file_type::not_found;
+        return std::filesystem::status(path, ec).type();
     };
     const std::filesystem::path gzip = dir / (stem + ".gz");
     const std::filesystem::path plain = dir / stem;
-    if (absent(gzip) && absent(plain))
+    const auto gzip_state = state(gzip);
+    if (gzip_state != std::filesystem::file_type::not_found) return gzip;
+    const auto plain_state = state(plain);
+    if (plain_state != std::filesystem::file_type::not_found) return plain;
+    if (std::error_code ec; !std::filesystem::exists(std::filesystem::symlink_status(gzip, ec)))
         throw DataError(fmt::format("{}: file not found (nor {} without .gz)", gzip.string(), plain.filename().string()));
+    return gzip;  // a dangling link: the reader names it
 }
 
 std::string images_stem(std::string_view prefix) { return fmt::format("{}-images-idx3-ubyte", prefix); }
@@ -239,8 +236,6 @@ Dataset load_idx_classification(const std::filesystem::path& dir, std::string_vi
     if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
         throw DataError(fmt::format("{}: is not a directory ([data] path names the directory of the IDX files)",
                                     dir.string()));
-    require_either_spelling(dir, images_stem(prefix));
-    require_either_spelling(dir, labels_stem(prefix));
     const std::filesystem::path images_path = idx_images_path(dir, prefix);
     const std::filesystem::path labels_path = idx_file(dir, labels_stem(prefix));
     if (classes == 0) throw DataError(fmt::format("{}: classes must be > 0", labels_path.string()));
