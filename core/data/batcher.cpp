@@ -32,7 +32,7 @@ void Batcher::start_epoch(std::uint64_t epoch) {
     if (shuffle_) {
         // A fresh Rng per epoch (instead of one long-lived stream) is what
         // makes epoch k reproducible without replaying epochs 0..k-1.
-        Rng rng(derive_seed(seed_, epoch));
+        Rng rng(derive_seed(purpose_seed(seed_, SeedPurpose::shuffle), epoch));
         shuffle(order_, rng);
     }
 }

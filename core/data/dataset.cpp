@@ -104,7 +104,7 @@ Split split_train_validation(Dataset dataset, double validation_fraction, std::u
     }
     std::vector<std::size_t> order(dataset.count);
     std::iota(order.begin(), order.end(), std::size_t{0});
-    Rng rng(seed);
+    Rng rng(purpose_seed(seed, SeedPurpose::split));
     shuffle(order, rng);
 
     const auto validation_count =

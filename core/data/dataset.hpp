@@ -48,7 +48,7 @@ struct Split {
     Dataset validation;
 };
 
-/// Deterministic split: the indices 0..n-1 are shuffled with Rng(seed) and the
+/// Deterministic split: the indices 0..n-1 are shuffled by the seed's split stream and the
 /// first round(n * validation_fraction) go to validation, the rest to train.
 /// Within each part samples keep their original relative order (the shuffle
 /// only decides membership), which keeps the parts easy to inspect.

@@ -50,6 +50,19 @@ namespace trainhost::data {
     return splitmix64_next(state);
 }
 
+/// What a run's seed seeds. Each purpose draws from a stream of its own, so that no two
+/// see the same numbers: the split's permutation and the first layer's weights were one
+/// stream, as were the first epoch's shuffle and the synthetic data's mixing matrix.
+enum class SeedPurpose : std::uint64_t { split = 1, weight_init, shuffle, dropout, synthetic_data };
+
+/// The base seed of one purpose; its sub-streams (epochs, layers, samples) are
+/// derive_seed(purpose_seed(seed, purpose), n).
+[[nodiscard]] constexpr std::uint64_t purpose_seed(std::uint64_t run_seed, SeedPurpose purpose) noexcept {
+    // Far from any stream number a caller derives directly (epochs, samples).
+    constexpr std::uint64_t kPurposeStreams = 0x5EED'0000'0000'0000ULL;
+    return derive_seed(run_seed, kPurposeStreams | static_cast<std::uint64_t>(purpose));
+}
+
 /// xoshiro256** 1.0 (Blackman & Vigna), seeded through SplitMix64.
 /// Fast, 256-bit state, passes BigCrush; not cryptographic.
 class Rng {

@@ -40,7 +40,8 @@ constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
 // The data itself: mixing and bias drawn from stream 0, each sample from its own.
 Dataset generate(std::size_t samples, std::size_t width, std::size_t latent, std::uint64_t seed) {
-    Rng parameter_rng(derive_seed(seed, kParameterStream));
+    const std::uint64_t data_seed = purpose_seed(seed, SeedPurpose::synthetic_data);
+    Rng parameter_rng(derive_seed(data_seed, kParameterStream));
     // Scaling by 1/sqrt(latent) keeps the pre-activation spread independent of
     // the latent size.
     const double mixing_scale = kMixingStd / std::sqrt(static_cast<double>(latent));
@@ -57,7 +58,7 @@ Dataset generate(std::size_t samples, std::size_t width, std::size_t latent, std
 
     std::vector<double> code(latent);
     for (std::size_t sample = 0; sample < samples; ++sample) {
-        Rng sample_rng(derive_seed(seed, kParameterStream + 1 + sample));
+        Rng sample_rng(derive_seed(data_seed, kParameterStream + 1 + sample));
         for (double& component : code) component = sample_rng.normal();
         float* row = dataset.features.data() + sample * width;
         for (std::size_t out = 0; out < width; ++out) {

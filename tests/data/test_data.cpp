@@ -81,6 +81,35 @@ TEST_CASE("Rng derived values are pinned", "[data][rng]") {
     CHECK(values == std::vector<std::size_t>{2, 0, 1, 6, 5, 4, 3, 8, 9, 7});
 }
 
+// Before each purpose had its stream, the split's permutation and the first layer's
+// weights drew the same numbers, as did epoch 0's shuffle and the synthetic data.
+TEST_CASE("a run's seed gives each purpose a stream no other purpose draws from", "[data][rng]") {
+    using trainhost::data::derive_seed;
+    using trainhost::data::purpose_seed;
+    using trainhost::data::Rng;
+    using trainhost::data::SeedPurpose;
+    for (const std::uint64_t seed : {std::uint64_t{0}, std::uint64_t{42}, std::uint64_t{0x7FFF'FFFF'FFFF'FFFF}}) {
+        // The first draws of each purpose's base stream and its first sub-streams (epochs,
+        // layers, samples), with the streams a caller could still make from the seed directly.
+        std::set<std::uint64_t> first_draws;
+        std::size_t streams = 0;
+        const auto draw = [&](std::uint64_t stream_seed) {
+            Rng rng(stream_seed);
+            first_draws.insert(rng.next_u64());
+            ++streams;
+        };
+        draw(seed);
+        for (std::uint64_t n = 0; n < 8; ++n) draw(derive_seed(seed, n));
+        for (const SeedPurpose purpose : {SeedPurpose::split, SeedPurpose::weight_init, SeedPurpose::shuffle,
+                                          SeedPurpose::dropout, SeedPurpose::synthetic_data}) {
+            const std::uint64_t base = purpose_seed(seed, purpose);
+            draw(base);
+            for (std::uint64_t n = 0; n < 8; ++n) draw(derive_seed(base, n));
+        }
+        CHECK(first_draws.size() == streams);
+    }
+}
+
 TEST_CASE("Rng ranges and moments", "[data][rng]") {
     trainhost::data::Rng rng(99);
     const std::vector<std::uint64_t> bounds{
