@@ -62,8 +62,8 @@ public:
                                          std::size_t cols) = 0;
     virtual void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
                                           std::size_t rows, std::size_t cols) = 0;
-    virtual void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) = 0;
-    virtual void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) = 0;
+    virtual void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double p) = 0;
+    virtual void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double p) = 0;
     // Mean loss over the batch; gradient of that mean into `grad` (nullable).
     // Classification reads `labels` (rows entries), the others `targets`.
     // `workspace` holds at least loss_workspace(kind, rows, cols) floats.

@@ -74,7 +74,7 @@ void Flatten::backward(const float*, const float*, float* dy, float* dx, std::si
 }
 
 Dropout::Dropout(LayerContext context, std::size_t width, double rate, std::uint64_t seed)
-    : Layer(context.backend), ledger_(context.ledger), width_(width), rate_(static_cast<float>(rate)),
+    : Layer(context.backend), ledger_(context.ledger), width_(width), rate_(rate),
       rng_(std::make_unique<data::Rng>(seed)),
       keep_(context.ledger, context.max_rows * width, TH_SCOPE_FIT, "dropout.keep", context.device),
       host_keep_(context.max_rows * width) {}
@@ -87,7 +87,7 @@ void Dropout::move_to(device::DeviceIndex target, device::Backend& backend) {
 Dropout::~Dropout() = default;
 
 void Dropout::forward(const float* x, float* y, std::size_t rows, bool training) {
-    if (!training || rate_ == 0.0f) {
+    if (!training || rate_ == 0.0) {
         backend_->copy(x, y, rows * width_);
         return;
     }
@@ -99,7 +99,7 @@ void Dropout::forward(const float* x, float* y, std::size_t rows, bool training)
 
 void Dropout::backward(const float*, const float*, float* dy, float* dx, std::size_t rows) {
     if (dx == nullptr) return;
-    if (rate_ == 0.0f) {
+    if (rate_ == 0.0) {
         backend_->copy(dy, dx, rows * width_);
         return;
     }

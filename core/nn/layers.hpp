@@ -117,7 +117,7 @@ public:
 private:
     resources::Ledger& ledger_;
     std::size_t width_;
-    float rate_;
+    double rate_;
     std::unique_ptr<data::Rng> rng_;
     Buffer keep_;
     std::vector<std::uint8_t> host_keep_;

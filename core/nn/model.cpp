@@ -31,7 +31,7 @@ Model::Model(const config::ModelSpec& spec, const SampleShape& input_shape, std:
              LayerContext context, std::uint64_t seed)
     : max_rows_(context.max_rows), device_(context.device) {
     const std::vector<LayerShape> plan = plan_layer_shapes(spec, input_shape, output_width);
-    data::Rng init_rng(seed);
+    data::Rng init_rng(data::purpose_seed(seed, data::SeedPurpose::weight_init));
     widths_.push_back(element_count(input_shape));
     std::size_t param_layer = 0;  // two ParamIds per layer with parameters, stable for the same spec
     spec_layers_ = spec.layers.size();
@@ -64,7 +64,8 @@ Model::Model(const config::ModelSpec& spec, const SampleShape& input_shape, std:
         } else if (layer.type == "flatten") {
             layers_.push_back(std::make_unique<Flatten>(context.backend, width));
         } else if (layer.type == "dropout") {
-            layers_.push_back(std::make_unique<Dropout>(context, width, layer.rate, seed ^ (0x9E3779B97F4A7C15ULL * (i + 1))));
+            layers_.push_back(std::make_unique<Dropout>(context, width, layer.rate,
+                                                        data::derive_seed(data::purpose_seed(seed, data::SeedPurpose::dropout), i)));
         } else {
             throw ConfigError(fmt::format("unknown layer type '{}'", layer.type));
         }

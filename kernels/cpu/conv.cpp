@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -255,9 +256,11 @@ void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32
                         for (int ox = 0; ox < ow; ++ox) {
                             const int index = offset + ox * s.stride;
                             const float value = in[index];
-                            // NaN propagates, as in PyTorch: it wins against every number and
-                            // stays. Ties keep the first maximum.
-                            const bool takes = best[ox] == best[ox] && !(value <= best[ox]);
+                            // PyTorch's rule (cpu_max_pool's `val > maxval || isnan(val)`): a
+                            // NaN wins against every number, the window's last NaN against an
+                            // earlier one, so the gradient goes where PyTorch's does. Ties keep
+                            // the first maximum.
+                            const bool takes = std::isnan(value) || value > best[ox];
                             best[ox] = takes ? value : best[ox];
                             best_index[ox] = takes ? index : best_index[ox];
                         }

@@ -67,7 +67,8 @@ struct PoolShape {
     [[nodiscard]] int out_width() const { return outputs(width, kernel, stride); }
 };
 
-// argmax (nullable) records, per output, the flat input index it took (first max wins).
+// argmax (nullable) records, per output, the flat input index it took: the first
+// maximum, or the window's last NaN (PyTorch's rule).
 void max_pool2d_forward(const PoolShape& s, const float* x, float* y, std::int32_t* argmax);
 void max_pool2d_backward(const PoolShape& s, const float* dy, const std::int32_t* argmax, float* dx);
 

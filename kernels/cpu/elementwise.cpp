@@ -8,20 +8,20 @@
 
 namespace trainhost::kernels::cpu {
 
-float dropout_keep_scale(float drop_probability) {
-    if (!(drop_probability >= 0.0f && drop_probability <= 1.0f)) {
+float dropout_keep_scale(double drop_probability) {
+    if (!(drop_probability >= 0.0 && drop_probability <= 1.0)) {
         throw std::invalid_argument("dropout: drop probability must be in [0, 1], got " +
                                     std::to_string(drop_probability));
     }
-    if (drop_probability == 1.0f) {
+    if (drop_probability == 1.0) {
         return 0.0f;
     }
-    return static_cast<float>(1.0 / (1.0 - static_cast<double>(drop_probability)));
+    return static_cast<float>(1.0 / (1.0 - drop_probability));
 }
 
 namespace {
 
-void apply_dropout_mask(const float* in, const std::uint8_t* keep, float* out, std::size_t n, float drop_probability) {
+void apply_dropout_mask(const float* in, const std::uint8_t* keep, float* out, std::size_t n, double drop_probability) {
     const float keep_scale = dropout_keep_scale(drop_probability);  // 0 where everything is dropped
     // A product at dropped entries too, as PyTorch's: a NaN or infinity there stays
     // NaN, so a diverging layer is not hidden behind the mask.
@@ -195,11 +195,11 @@ void bias_activation_backward(Activation kind, const float* y, const float* dy, 
     }
 }
 
-void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability) {
+void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double drop_probability) {
     apply_dropout_mask(x, keep, y, n, drop_probability);
 }
 
-void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float drop_probability) {
+void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double drop_probability) {
     apply_dropout_mask(dy, keep, dx, n, drop_probability);
 }
 

@@ -61,13 +61,15 @@ void bias_activation_backward(Activation kind, const float* y, const float* dy, 
 // expected activation is unchanged; dropped elements become 0. With p == 1
 // everything is dropped regardless of the mask (as torch.nn.functional.dropout).
 // Throws std::invalid_argument unless 0 <= p <= 1.
-// Inverted-dropout scale for kept elements: computed in double and rounded once,
-// so forward, backward and every backend's twin agree bit for bit. Throws
+// Inverted-dropout scale for kept elements: computed in double from the rate as
+// configured (not its float) and rounded once, as PyTorch's 1 / (1 - p), so that
+// p = 0.9 scales by 10 exactly; forward, backward and every backend's twin agree bit
+// for bit. Throws
 // std::invalid_argument unless 0 <= p <= 1.
-[[nodiscard]] float dropout_keep_scale(float drop_probability);
-void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability);
+[[nodiscard]] float dropout_keep_scale(double drop_probability);
+void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double drop_probability);
 // dx = dy * (keep ? 1 / (1 - p) : 0), the same linear map as the forward pass.
-void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float drop_probability);
+void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double drop_probability);
 
 // x *= mask elementwise (e.g. re-applying a 0/1 pruning mask after an update).
 void multiply_by_mask(float* x, const float* mask, std::size_t n);

@@ -52,10 +52,12 @@ double cross_entropy(const float* logits, const std::int32_t* labels, int rows, 
         const float* row = logits + static_cast<std::size_t>(r) * cols;
         const auto label = static_cast<std::size_t>(labels[r]);
 
-        // Strict '>' keeps the first maximum, which is torch.argmax's tie rule.
+        // torch.argmax's rules: the first maximum wins a tie, and a NaN is the greatest
+        // value, its first one the answer (a diverged row predicts where its NaN is, not
+        // what a NaN in column 0 would hide).
         std::size_t argmax = 0;
-        for (std::size_t c = 1; c < cols; ++c) {
-            if (row[c] > row[argmax]) {
+        for (std::size_t c = 1; c < cols && !std::isnan(row[argmax]); ++c) {
+            if (std::isnan(row[c]) || row[c] > row[argmax]) {
                 argmax = c;
             }
         }

@@ -15,7 +15,8 @@ namespace trainhost::kernels::cpu {
 // index per row. Uses the max-shifted log-sum-exp, so huge logits stay finite.
 // grad = (softmax(logits) - onehot(labels)) / rows.
 // correct_out (nullable) receives the number of rows whose argmax equals the
-// label; ties resolve to the lowest class index, as torch.argmax does.
+// label; ties resolve to the lowest class index and a NaN is the greatest value
+// (the first NaN is the argmax), as torch.argmax does.
 // Throws std::invalid_argument when rows < 1, classes < 1 or a label lies
 // outside [0, classes); nothing is written in that case.
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,

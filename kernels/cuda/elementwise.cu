@@ -181,7 +181,7 @@ __global__ void mask_below_kernel(const float* x, float threshold, float* mask, 
 }
 
 void apply_dropout_mask(const char* name, const float* in, const std::uint8_t* keep, float* out, std::size_t n,
-                        float drop_probability, cudaStream_t stream) {
+                        double drop_probability, cudaStream_t stream) {
     const float keep_scale = cpu::dropout_keep_scale(drop_probability);
     if (n == 0) {
         return;
@@ -266,12 +266,12 @@ void bias_activation_backward(cpu::Activation kind, const float* y, const float*
     throw std::invalid_argument("bias_activation_backward: unknown activation");
 }
 
-void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability,
+void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double drop_probability,
                      cudaStream_t stream) {
     apply_dropout_mask("dropout_forward", x, keep, y, n, drop_probability, stream);
 }
 
-void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float drop_probability,
+void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double drop_probability,
                       cudaStream_t stream) {
     apply_dropout_mask("dropout_backward", dy, keep, dx, n, drop_probability, stream);
 }

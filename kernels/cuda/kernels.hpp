@@ -59,9 +59,9 @@ void bias_activation_backward(trainhost::kernels::cpu::Activation kind, const fl
 // keep: n bytes on the device, nonzero = kept. The keep scale is computed on
 // the host exactly as on the CPU (float(1 / (1 - p)) evaluated in double);
 // p == 1 writes zeros. Throws std::invalid_argument unless 0 <= p <= 1.
-void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float drop_probability,
+void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double drop_probability,
                      cudaStream_t stream);
-void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float drop_probability,
+void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double drop_probability,
                       cudaStream_t stream);
 
 // x *= mask
@@ -84,7 +84,7 @@ void mask_below(const float* x, float threshold, float* mask, std::size_t n, cud
 
 // labels: `rows` class indices on the device. correct_out is a HOST pointer
 // (nullable) that receives the number of rows whose argmax (lowest index on
-// ties) equals the label. Labels are validated on the device: when one lies
+// ties, a NaN the greatest value: torch.argmax's) equals the label. Labels are validated on the device: when one lies
 // outside [0, classes) nothing is written to grad or correct_out and
 // std::invalid_argument is thrown. Also throws it when rows < 1 or classes < 1.
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,

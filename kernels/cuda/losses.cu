@@ -92,6 +92,14 @@ __global__ void validate_labels_kernel(const std::int32_t* labels, int rows, int
     }
 }
 
+// torch.argmax's order: NaN above every number; among equals (NaNs too) the lower index first.
+__device__ bool argmax_precedes(float value, int index, float than_value, int than_index) {
+    const bool nan = isnan(value), than_nan = isnan(than_value);
+    if (nan != than_nan) return nan;
+    if (nan || value == than_value) return index < than_index;
+    return value > than_value;
+}
+
 // One warp per row. Writes the row's loss term and whether its argmax hit the
 // label, and the gradient row when grad is not null. Does nothing at all when
 // validation found a bad label, so a rejected batch leaves grad untouched.
@@ -108,14 +116,14 @@ __global__ void cross_entropy_rows_kernel(const float* logits, const std::int32_
         const float* row = logits + r * cols;
         const auto label = static_cast<std::size_t>(labels[r]);
 
-        // argmax with the first maximum winning, as the CPU's strict '>' scan:
-        // each lane scans its columns in order, then the lanes combine by
-        // (larger value, else lower index), which is order-independent.
+        // argmax by torch.argmax's rules, as the CPU's: a NaN is the greatest value, and
+        // the lower index wins a tie (between NaNs too). Each lane scans its columns in
+        // order, then the lanes combine by that total order, which is order-independent.
         float best = -INFINITY;
         int best_index = INT_MAX;
         for (std::size_t c = lane; c < cols; c += kWarp) {
             const float v = row[c];
-            if (best_index == INT_MAX || v > best) {
+            if (best_index == INT_MAX || (!isnan(best) && (isnan(v) || v > best))) {
                 best = v;
                 best_index = static_cast<int>(c);
             }
@@ -123,13 +131,12 @@ __global__ void cross_entropy_rows_kernel(const float* logits, const std::int32_
         for (unsigned int offset = kWarp / 2; offset > 0; offset /= 2) {
             const float other = __shfl_xor_sync(kFullMask, best, offset);
             const int other_index = __shfl_xor_sync(kFullMask, best_index, offset);
-            if (other_index != INT_MAX &&
-                (best_index == INT_MAX || other > best || (other == best && other_index < best_index))) {
+            if (other_index != INT_MAX && (best_index == INT_MAX || argmax_precedes(other, other_index, best, best_index))) {
                 best = other;
                 best_index = other_index;
             }
         }
-        best_index = __shfl_sync(kFullMask, best_index, 0);  // one answer even if NaN broke the order
+        best_index = __shfl_sync(kFullMask, best_index, 0);  // every lane's answer, lane 0's named
         const auto argmax = static_cast<std::size_t>(best_index);
         const double row_max = static_cast<double>(row[argmax]);
 

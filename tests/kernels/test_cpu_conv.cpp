@@ -134,7 +134,8 @@ TEST_CASE("a conv2d shape with no output is refused when its primitives are made
 
 namespace {
 
-// First maximum wins; a NaN wins against every number and stays.
+// First maximum wins; a NaN wins against every number, and a later NaN against an
+// earlier one (PyTorch's cpu_max_pool: `val > maxval || isnan(val)`).
 void reference_max_pool2d(const cpu::PoolShape& s, const float* x, float* y, std::int32_t* argmax) {
     const int oh = s.out_height(), ow = s.out_width();
     for (int plane = 0; plane < s.batch * s.channels; ++plane)
@@ -146,7 +147,7 @@ void reference_max_pool2d(const cpu::PoolShape& s, const float* x, float* y, std
                         const int index = (oy * s.stride + ki) * s.width + ox * s.stride + kj;
                         const float v = x[plane * s.height * s.width + index];
                         const float b = best < 0 ? 0.0f : x[plane * s.height * s.width + best];
-                        if (best < 0 || (!std::isnan(b) && (std::isnan(v) || v > b))) best = index;
+                        if (best < 0 || std::isnan(v) || v > b) best = index;
                     }
                 y[(plane * oh + oy) * ow + ox] = x[plane * s.height * s.width + best];
                 argmax[(plane * oh + oy) * ow + ox] = best;
@@ -196,6 +197,16 @@ TEST_CASE("max_pool2d takes the maximum, routes gradients to it, and propagates 
     with_nan[0] = std::numeric_limits<float>::quiet_NaN();
     k::max_pool2d_forward(s, with_nan.data(), y.data(), argmax.data());
     CHECK(std::isnan(y[0]));
+    CHECK(argmax[0] == 0);
+    // Two NaNs in a window: torch.nn.MaxPool2d(2, return_indices=True) gives the later
+    // one's index, and its backward puts the gradient there.
+    with_nan[4] = std::numeric_limits<float>::quiet_NaN();
+    k::max_pool2d_forward(s, with_nan.data(), y.data(), argmax.data());
+    CHECK(std::isnan(y[0]));
+    CHECK(argmax[0] == 4);
+    k::max_pool2d_backward(s, dy.data(), argmax.data(), dx.data());
+    CHECK(dx[4] == 0.5f);
+    CHECK(dx[0] == 0.0f);
 }
 
 TEST_CASE("output sizes count only windows that fit the input as torch does", "[kernels][conv]") {

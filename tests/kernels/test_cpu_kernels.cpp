@@ -317,6 +317,11 @@ TEST_CASE("dropout applies the caller's mask with inverted scaling", "[kernels][
     REQUIRE(y == std::vector<float>{1.0f, 0.0f, 0.0f, -4.0f});
     cpu::dropout_forward(x.data(), keep.data(), y.data(), x.size(), 1.0f);
     REQUIRE(y == std::vector<float>{0.0f, 0.0f, 0.0f, 0.0f});
+    // torch.nn.functional.dropout scales by 1 / (1 - p) in double: the rate as given, not
+    // its float (float(1 / (1 - float(0.9))) is 9.999998).
+    CHECK(cpu::dropout_keep_scale(0.9) == 10.0f);
+    CHECK(cpu::dropout_keep_scale(0.95) == 20.0f);
+    CHECK(cpu::dropout_keep_scale(0.99) == 100.0f);
     REQUIRE_THROWS_AS(cpu::dropout_forward(x.data(), keep.data(), y.data(), 4, 1.5f), std::invalid_argument);
     REQUIRE_THROWS_AS(cpu::dropout_backward(x.data(), keep.data(), y.data(), 4, kNaN), std::invalid_argument);
     // As PyTorch's product with the mask: a NaN or infinity that is dropped is NaN, not hidden as 0.
@@ -411,6 +416,24 @@ TEST_CASE("cross_entropy counts correct predictions and validates labels", "[ker
         REQUIRE_THROWS_AS(cpu::cross_entropy(logits.data(), bad_labels.data(), rows, classes, grad.data(), nullptr),
                           std::invalid_argument);
         REQUIRE(grad == std::vector<float>(rows * classes, 42.0f));  // nothing written on failure
+    }
+}
+
+// torch.argmax(torch.tensor([[1., nan, 0.], ...]), dim=1): a NaN is the greatest value,
+// the first one wins; among numbers the first maximum does.
+TEST_CASE("cross_entropy's correct count takes torch.argmax's answer for rows with NaN", "[kernels][losses]") {
+    const std::vector<float> logits = {
+        1.0f, kNaN, 0.0f,   // argmax 1
+        kNaN, 5.0f, kNaN,   // argmax 0
+        2.0f, 7.0f, kNaN,   // argmax 2
+        3.0f, 3.0f, -1.0f,  // argmax 0 (tie)
+    };
+    for (const auto& [labels, expected] : std::vector<std::pair<std::vector<std::int32_t>, int>>{
+             {{1, 0, 2, 0}, 4}, {{0, 1, 1, 1}, 0}, {{2, 2, 0, 0}, 1}}) {
+        int correct = -1;
+        const double loss = cpu::cross_entropy(logits.data(), labels.data(), 4, 3, nullptr, &correct);
+        CHECK(correct == expected);
+        CHECK(std::isnan(loss));
     }
 }
 

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <random>
 #include <stdexcept>
 #include <utility>
@@ -134,6 +135,36 @@ TEST_CASE("cuda cross_entropy matches the CPU loss, gradient and correct count",
                                                     scratch.get(), scratch.bytes(), stream);
         REQUIRE(loss_only == loss);
     }
+}
+
+// A diverged row's prediction is torch.argmax's on either device: the first NaN,
+// wherever in the row (and whichever lane) it falls.
+TEST_CASE("cuda cross_entropy counts rows with NaN as the CPU does", "[cuda][memcheck]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(607);
+    Stream stream;
+    const int rows = 96, classes = 70;  // wider than a warp: a row's NaNs fall in several lanes
+    const auto count = static_cast<std::size_t>(rows) * static_cast<std::size_t>(classes);
+    auto logits = random_values(rng, count, 5.0f);
+    std::vector<std::int32_t> labels(static_cast<std::size_t>(rows));
+    for (int r = 0; r < rows; ++r) {
+        float* row = logits.data() + static_cast<std::size_t>(r) * classes;
+        // Rows 0 mod 3 keep their numbers; the others get one or two NaNs.
+        const int first_nan = (r * 37) % classes;
+        if (r % 3 != 0) row[first_nan] = std::numeric_limits<float>::quiet_NaN();
+        if (r % 3 == 2) row[(first_nan + 33) % classes] = std::numeric_limits<float>::quiet_NaN();
+        labels[static_cast<std::size_t>(r)] = r % 2 == 0 ? first_nan : (first_nan + 33) % classes;
+    }
+    int expected_correct = -1;
+    (void)cpu::cross_entropy(logits.data(), labels.data(), rows, classes, nullptr, &expected_correct);
+    REQUIRE(expected_correct > 0);
+    const DeviceBuffer<float> dlogits(logits);
+    const DeviceBuffer<std::int32_t> dlabels(labels);
+    Scratch scratch(gpu::cross_entropy_scratch_bytes(rows));
+    int correct = -1;
+    (void)gpu::cross_entropy(dlogits.get(), dlabels.get(), rows, classes, nullptr, &correct, scratch.get(),
+                             scratch.bytes(), stream);
+    REQUIRE(correct == expected_correct);
 }
 
 TEST_CASE("cuda cross_entropy rejects bad labels and writes nothing", "[cuda][memcheck]") {

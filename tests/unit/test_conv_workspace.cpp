@@ -62,10 +62,10 @@ public:
                                   std::size_t rows, std::size_t cols) override {
         cpu_.bias_activation_backward(kind, y, dy, dz, dbias, rows, cols);
     }
-    void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) override {
+    void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double p) override {
         cpu_.dropout_forward(x, keep, y, n, p);
     }
-    void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) override {
+    void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double p) override {
         cpu_.dropout_backward(dy, keep, dx, n, p);
     }
     [[nodiscard]] std::size_t loss_workspace(device::LossKind kind, std::size_t rows, std::size_t cols) const override {

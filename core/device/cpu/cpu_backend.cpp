@@ -50,11 +50,11 @@ void CpuBackend::bias_activation_backward(Activation kind, const float* y, const
     k::bias_activation_backward(kind, y, dy, dz, dbias, rows, cols);
 }
 
-void CpuBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
+void CpuBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double p) {
     k::dropout_forward(x, keep, y, n, p);
 }
 
-void CpuBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) {
+void CpuBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double p) {
     k::dropout_backward(dy, keep, dx, n, p);
 }
 

@@ -81,12 +81,12 @@ void CudaBackend::bias_activation_backward(Activation kind, const float* y, cons
     kc::bias_activation_backward(kind, y, dy, dz, dbias, rows, cols, stream_);
 }
 
-void CudaBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) {
+void CudaBackend::dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double p) {
     activate();
     kc::dropout_forward(x, keep, y, n, p, stream_);
 }
 
-void CudaBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) {
+void CudaBackend::dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double p) {
     activate();
     kc::dropout_backward(dy, keep, dx, n, p, stream_);
 }

@@ -49,8 +49,8 @@ public:
                                  std::size_t cols) override;
     void bias_activation_backward(Activation kind, const float* y, const float* dy, float* dz, float* dbias,
                                   std::size_t rows, std::size_t cols) override;
-    void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, float p) override;
-    void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, float p) override;
+    void dropout_forward(const float* x, const std::uint8_t* keep, float* y, std::size_t n, double p) override;
+    void dropout_backward(const float* dy, const std::uint8_t* keep, float* dx, std::size_t n, double p) override;
     [[nodiscard]] std::size_t loss_workspace(LossKind kind, std::size_t rows, std::size_t cols) const override;
     double loss(LossKind kind, const float* output, const std::int32_t* labels, const float* targets, std::size_t rows,
                 std::size_t cols, float* grad, std::size_t* correct, Workspace workspace) override;
