@@ -1,6 +1,7 @@
 // memory_monitor: device memory in use, allocated and reserved, by owner, once per
-// epoch (like CUDA.jl's pool_status), and a warning when an owner's bytes in use grow from one
-// epoch to the next with nothing in its scopes to explain it.
+// epoch (like CUDA.jl's pool_status), and a warning when an owner's bytes in use grow
+// from one epoch to the next a second time in a fit, with nothing in its scopes to
+// explain it.
 //
 // What is reported when:
 //   - epoch_end: the table (option `log`) and the metrics memory_in_use_bytes,
@@ -16,6 +17,11 @@
 //     session-scoped memory, which must not grow from epoch to epoch. Lazily made
 //     state (Adam's moments, a plugin's buffers) appears in the first epoch, so the
 //     first comparison point is the baseline, not a growth.
+//   - one growth is not warned of: state made once, late (an average from epoch 5
+//     on), is no growth, as the ledger's rule has it; nor is the epoch-scoped memory a
+//     plugin running before this one takes in its own epoch_start, from some epoch on
+//     (it is held at this comparison point, but the same each epoch). A leak grows
+//     again, and is warned of from its second growth on.
 #include <trainhost/sdk.hpp>
 
 #include <algorithm>
@@ -43,7 +49,7 @@ std::string human_bytes(std::uint64_t bytes) {
 class MemoryMonitor final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "memory_monitor";
-    static constexpr const char* version = "1.1.0";  // 1.1: memory_allocated_bytes
+    static constexpr const char* version = "1.2.0";  // 1.2: warns from an owner's second growth; 1.1: memory_allocated_bytes
     static constexpr const char* description = "device memory by owner per epoch, with a warning on unexplained growth";
     // Written before loggers (which read "metrics") run their epoch_end.
     static constexpr const char* writes =
@@ -60,6 +66,7 @@ public:
 
     void on_fit_start(Context&) override {
         baseline_.clear();
+        first_growth_.clear();
         epoch_ended_ = false;
     }
 
@@ -122,11 +129,14 @@ private:
             for (const auto& [owner, bytes] : now) {
                 auto before = baseline_.find(owner);
                 if (before == baseline_.end() || bytes <= before->second + static_cast<std::uint64_t>(tolerance_)) continue;
+                const auto [first, is_first] = first_growth_.try_emplace(owner, ended_epoch_);
+                if (is_first) continue;
                 ctx.warn(owner + " holds " + std::to_string(bytes - before->second) + " bytes more at the end of epoch " +
                          std::to_string(ended_epoch_ + 1) + " than at the end of epoch " +
                          std::to_string(baseline_epoch_ + 1) + " (" + human_bytes(bytes) + " in use, was " +
-                         human_bytes(before->second) +
-                         "); its step- and epoch-scoped memory is given back by now, so nothing in its scopes "
+                         human_bytes(before->second) + "), and grew by the end of epoch " +
+                         std::to_string(first->second + 1) +
+                         " too; its step- and epoch-scoped memory is given back by now, so nothing in its scopes "
                          "explains it");
             }
         }
@@ -138,6 +148,7 @@ private:
     std::int64_t tolerance_;
     std::map<std::string, std::uint64_t> baseline_;  // bytes in use per owner after baseline_epoch_
     std::uint32_t baseline_epoch_ = 0;
+    std::map<std::string, std::uint32_t> first_growth_;  // per owner, the epoch whose end showed its first growth
     bool epoch_ended_ = false;  // an epoch ended since the last comparison
     std::uint32_t ended_epoch_ = 0;
 };

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <unistd.h>
@@ -30,14 +32,21 @@ std::string metric_text(const Context& ctx, const char* key) {
     return text;
 }
 
+// A terminal that redraws a line: TERM=dumb (Emacs's shell, some CI consoles) shows
+// "\r\033[K" as text, and the host does not erase a bar there before its own lines.
+bool draws_in_place() {
+    const char* term = std::getenv("TERM");
+    return isatty(STDERR_FILENO) != 0 && (term == nullptr || std::strcmp(term, "dumb") != 0);
+}
+
 class Progress final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "progress";
-    static constexpr const char* version = "1.1.1";  // 1.1: val_* figures only for an epoch with a validation
+    static constexpr const char* version = "1.1.2";  // 1.1: val_* figures only for an epoch with a validation
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
-        {"mode", TH_OPTION_STRING, "\"auto\"", "auto (bar on a terminal, lines otherwise), bar, or lines"},
+        {"mode", TH_OPTION_STRING, "\"auto\"", "auto (bar on a terminal, lines otherwise and where TERM=dumb), bar, or lines"},
         {"refresh_ms", TH_OPTION_INT, "100", "minimum time between bar redraws, in milliseconds (0 ... 86400000)"},
     };
 
@@ -49,7 +58,7 @@ public:
         // A day at most: in nanoseconds, as the clock compares it, a larger one overflows.
         if (options.get_int("refresh_ms") < 0 || options.get_int("refresh_ms") > 86'400'000)
             throw trainhost::sdk::OptionError("refresh_ms must be in [0, 86400000] (a day)");
-        bar_ = mode == "bar" || (mode == "auto" && isatty(STDERR_FILENO));
+        bar_ = mode == "bar" || (mode == "auto" && draws_in_place());
     }
 
     // A resumed epoch starts with the samples its checkpoint trained: the rate counts

@@ -63,6 +63,11 @@ public:
         if (!(eps_ >= 0 && std::isfinite(eps_))) throw OptionError("eps must be a finite number >= 0");
         maximize_ = mode == "max";
         relative_ = threshold_mode == "rel";
+        // PyTorch takes it, and then no value ever improves on the first best, inf x (1 - t)
+        // (NaN or -inf): the rate would fall at every patience's end, however the metric did.
+        if (!maximize_ && relative_ && threshold_ >= 1)
+            throw OptionError("threshold must be below 1 with mode min and threshold_mode rel: an improvement is a "
+                              "value below best x (1 - threshold), which nothing then is");
         best_ = worst_possible();
     }
 

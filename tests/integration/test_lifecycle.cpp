@@ -308,6 +308,9 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         {"reduce_lr_on_plateau", "patience = -1", "patience must be in [0, 1000000]"},
         {"reduce_lr_on_plateau", "cooldown = 1000001", "cooldown must be in [0, 1000000]"},
         {"reduce_lr_on_plateau", "threshold = nan", "threshold must be a finite number >= 0"},
+        {"reduce_lr_on_plateau", "threshold = 1.0",
+         "threshold must be below 1 with mode min and threshold_mode rel: an improvement is a value below best x "
+         "(1 - threshold), which nothing then is"},
         {"reduce_lr_on_plateau", "min_lr = -1.0", "min_lr must be a finite number >= 0"},
         {"reduce_lr_on_plateau", "eps = inf", "eps must be a finite number >= 0"},
         {"timer", "duration = \"00:00:10\"", "duration must be DD:HH:MM:SS (such as \"00:12:00:00\" for 12 hours), not '00:00:10'"},
