@@ -63,6 +63,9 @@ namespace {
 
 // How deep a checkpoint's header nests: the tables, a tensor's entry, its shape's numbers.
 constexpr int kHeaderDepth = 3;
+// Far above any model's table (a tensor's entry is some 100 bytes): read whole, a forged
+// size would have the reader set aside what it names.
+constexpr std::uint64_t kMostHeaderBytes = std::uint64_t{100} << 20U;
 
 // A header value as it is spelt, cut short, for a message; a nested one only by its
 // kind: dump() recurses once per level, and a crafted header nests 100,000 deep.
@@ -240,8 +243,12 @@ CheckpointData read_checkpoint(const fs::path& file) {
     if (file_size < 8 || !in.read(size_le, 8)) throw fail("shorter than its 8-byte header size");
     std::uint64_t header_size = 0;
     for (int i = 0; i < 8; ++i) header_size |= static_cast<std::uint64_t>(size_le[i]) << (8 * i);
-    if (header_size > file_size - 8 || header_size > (100u << 20))
+    if (header_size > file_size - 8)
         throw fail(fmt::format("header size {} does not fit in a file of {} bytes (truncated?)", header_size, file_size));
+    if (header_size > kMostHeaderBytes)
+        throw fail(fmt::format("header size {} is over the {} MiB a checkpoint's header takes at most (a damaged or "
+                               "forged file)",
+                               header_size, kMostHeaderBytes >> 20U));
     std::string text(header_size, '\0');
     if (!in.read(text.data(), header_size)) throw fail("header cut short");
     // The parser would stop at a NUL and never see, let alone check, what follows.

@@ -71,11 +71,17 @@ void write_atomically(const fs::path& file, std::string_view temporary_suffix,
     if (::fsync(fd) != 0) throw failure(write_temporary);
     if (open_file.close() != 0) throw failure(write_temporary);
     if (::rename(temporary.c_str(), file.c_str()) != 0) throw failure(fmt::format("rename {} to {}", temporary.string(), file.string()));
-    // The rename is durable only once the directory entry is.
+    // The rename is durable only once the directory entry is. A directory that cannot
+    // be opened to read (write and search permission only) or a file system that syncs
+    // none (EINVAL) leaves it to the system; an I/O error is the write's failure.
     const fs::path dir = file.has_parent_path() ? file.parent_path() : fs::path(".");
     if (const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir_fd >= 0) {
-        ::fsync(dir_fd);
+        const int synced = ::fsync(dir_fd);
+        const int sync_errno = errno;
         ::close(dir_fd);
+        if (synced != 0 && sync_errno != EINVAL && sync_errno != EROFS)
+            throw std::runtime_error(fmt::format("cannot sync directory {} after renaming {} into it: {}", dir.string(),
+                                                 file.filename().string(), std::strerror(sync_errno)));
     }
 }
 

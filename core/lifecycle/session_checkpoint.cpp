@@ -472,7 +472,13 @@ void Session::restore_checkpoint() {
     for (auto& instance : instances_) {
         const std::string key = "plugin/" + std::string(instance->name());
         const checkpoint::TensorEntry* saved = data.find(key);
-        if (instance->entry().vtable->load_state == nullptr) continue;
+        if (instance->entry().vtable->load_state == nullptr) {
+            if (saved != nullptr)
+                err_ << fmt::format("warning: {}: it holds state for plugin '{}', which keeps none in this build; that "
+                                    "state is dropped\n",
+                                    file, instance->name());
+            continue;
+        }
         if (saved == nullptr) {
             err_ << fmt::format("warning: {}: no state for plugin '{}'; it starts fresh\n", file, instance->name());
             continue;
@@ -557,6 +563,7 @@ void Session::restore_checkpoint() {
     };
     const bool train_differs = differs("data.train_crc32", samples_crc().train);
     const bool validation_differs = differs("data.validation_crc32", samples_crc().validation);
+    const bool validates = validation_.count > 0 && options_.config.data.limit_val_batches != 0;
     if (train_differs || validation_differs)
         err_ << fmt::format("warning: {}: the {} samples differ from the saved run's (the seed, [data] path, limit or "
                             "validation_fraction, or the files changed){}\n",
@@ -564,9 +571,21 @@ void Session::restore_checkpoint() {
                             train_differs && validation_differs ? "training and validation"
                             : train_differs                     ? "training"
                                                                 : "validation",
-                            validation_differs ? ": val_* metrics now come from other samples than the saved scores "
-                                                 "early_stopping and checkpoint compare them with"
-                                               : "");
+                            validation_differs && validates
+                                ? ": the saved run's val_* metrics are dropped, and this run's come from other samples "
+                                  "than the saved scores early_stopping and checkpoint compare them with"
+                                : "");
+    // The saved run's val_* metrics stand until this run's first validation, as its
+    // callback_metrics would have in Lightning, but not for a run that validates other
+    // samples or none: a monitor of one then finds none until it validates, or ever, as
+    // in a fresh run (it used to rank and stop by the saved run's last score for good).
+    if (!validates || validation_differs) {
+        const std::size_t dropped = std::erase_if(metrics_, [](const auto& metric) { return metric.first.starts_with("val_"); });
+        if (dropped > 0 && !validates)
+            err_ << fmt::format("warning: {}: this run validates nothing ({}): the saved run's val_* metrics are "
+                                "dropped, and a monitor of one finds none, as in a fresh run\n",
+                                file, validation_.count == 0 ? "no validation samples" : "limit_val_batches = 0");
+    }
     if (start_epoch_ >= options_.config.epochs)
         out_ << fmt::format("resumed from {}: its {} epoch{} already reach{} the run's {}; nothing to train (raise "
                             "--epochs to train on)\n",

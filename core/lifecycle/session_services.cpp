@@ -37,8 +37,11 @@ std::pair<const std::string*, double> Session::metric_at(std::size_t index) cons
 void Session::request_stop(resources::OwnerId owner, std::string_view reason) {
     if (!fit_ || fit_->stop_requested) return;
     fit_->stop_requested = true;
+    // Printable here, once: the reason is shown, reported and saved in checkpoints, whose
+    // reader refuses a control character (a held stop's newline made every later save
+    // unresumable).
     const std::string requested =
-        fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : reason);
+        fmt::format("{}: {}", ledger_->owner_name(owner), reason.empty() ? "stop requested" : printable(reason, 1024));
     if (options_.verbose) out_ << "stop requested by " << requested << '\n';
     fit_->requested_stop = requested;
     // As Lightning says it: the request stands, and ends the fit once the minimum is met.

@@ -235,6 +235,18 @@ TEST_CASE("a corrupt, truncated or foreign checkpoint is refused with a clear me
     CHECK(foreign.exit_code == 1);
     CHECK(foreign.err == refusal("notes.txt", "header size " + std::to_string(header_size(notes)) +
                                                   " does not fit in a file of 22 bytes (truncated?)"));
+    // A header size past the limit in a file that holds it (sparse: no disk taken).
+    const auto huge = dir.path() / "huge.safetensors";
+    {
+        std::ofstream out(huge, std::ios::binary);
+        const std::uint64_t size = std::uint64_t{150} << 20U;
+        for (int i = 0; i < 8; ++i) out.put(static_cast<char>((size >> (8 * i)) & 0xffU));
+    }
+    fs::resize_file(huge, std::uint64_t{200} << 20U);
+    auto oversized = run_trainhost({"--config", config.string(), "--resume", huge.string()});
+    CHECK(oversized.exit_code == 1);
+    CHECK(oversized.err == refusal("huge.safetensors", "header size 157286400 is over the 100 MiB a checkpoint's header "
+                                                       "takes at most (a damaged or forged file)"));
     auto missing = run_trainhost({"--config", config.string(), "--resume", (dir.path() / "nope.safetensors").string()});
     CHECK(missing.exit_code == 1);
     CHECK_THAT(missing.err, Contains("nope.safetensors: cannot open checkpoint"));
@@ -472,6 +484,16 @@ TEST_CASE("a checkpoint with a non-finite weight is refused and state for an abs
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.err, Contains("last.safetensors: it holds state for plugin 'early_stopping', which is not loaded; "
                                  "that state is dropped"));
+    // State for a loaded plugin that keeps none (another build of it, say) is dropped as loudly.
+    auto stateless = trainhost::checkpoint::read_checkpoint(ckpt / "last.safetensors");
+    stateless.tensors.push_back({"plugin/progress", "U8", {4}, {1, 2, 3, 4}});
+    stateless.metadata["plugin/progress/state_version"] = "1";
+    trainhost::checkpoint::write_checkpoint(dir.path() / "stateless.safetensors", stateless);
+    run = run_trainhost({"--config", two.string(), "--plugins=checkpoint,progress", "--resume",
+                         (dir.path() / "stateless.safetensors").string()});
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.err, Contains("stateless.safetensors: it holds state for plugin 'progress', which keeps none in this "
+                                 "build; that state is dropped"));
     auto directory = run_trainhost({"--config", config.string(), "--resume", dir.path().string()});
     CHECK(directory.exit_code == 1);
     CHECK_THAT(directory.err, Contains(dir.path().string() + ": is a directory, not a checkpoint file"));
@@ -654,8 +676,8 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
     const std::string differ = "warning: --resume " + last + ": the ";
     const std::string why = " samples differ from the saved run's (the seed, [data] path, limit or validation_fraction, "
                             "or the files changed)";
-    const std::string val_note = ": val_* metrics now come from other samples than the saved scores early_stopping and "
-                                 "checkpoint compare them with\n";
+    const std::string val_note = ": the saved run's val_* metrics are dropped, and this run's come from other samples "
+                                 "than the saved scores early_stopping and checkpoint compare them with\n";
     SECTION("the same samples: no warning") {
         auto run = run_trainhost({"--config", config("same.toml", "0.25"), "--resume", last});
         CHECK(run.exit_code == 0);
@@ -675,7 +697,10 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
     SECTION("no validation split where there was one") {
         auto run = run_trainhost({"--config", config("none.toml", "0.0"), "--resume", last});
         CHECK(run.exit_code == 0);
-        CHECK_THAT(run.err, Contains(differ + "training and validation" + why));
+        CHECK_THAT(run.err, Contains(differ + "training and validation" + why + "\n"));
+        CHECK_THAT(run.err, Contains("warning: --resume " + last + ": this run validates nothing (no validation "
+                                     "samples): the saved run's val_* metrics are dropped, and a monitor of one finds "
+                                     "none, as in a fresh run\n"));
     }
     SECTION("a checkpoint from before the keys is taken as it is") {
         auto older = saved;
@@ -686,6 +711,50 @@ TEST_CASE("a resume on other training or validation samples says so", "[checkpoi
         auto run = run_trainhost({"--config", config("older.toml", "0.5"), "--resume", file.string()});
         CHECK(run.exit_code == 0);
         CHECK_THAT(run.err, !Contains("differ"));
+    }
+}
+
+// Lightning restores no metric: a monitor of val_loss in a run that validates nothing
+// fails (early_stopping) or skips its ranked saves (checkpoint), resumed or not. It used
+// to stop the fit and name files by the saved run's last val_loss, for good.
+TEST_CASE("a resume that validates nothing drops the saved run's val_* metrics", "[checkpoint][resume]") {
+    TempDir dir;
+    const auto ckpt = dir.path() / "ckpt";
+    const std::string ranked = "\n[plugins.checkpoint]\ndirpath = \"" + ckpt.string() +
+                               "\"\nsave_last = true\nmonitor = \"val_loss\"\nsave_top_k = -1\n"
+                               "filename = \"{epoch}-{val_loss:.4f}\"\n";
+    REQUIRE(run_trainhost({"--config", dir.write("run.toml", tiny_config(1, ranked)).string(), "--plugins=checkpoint"})
+                .exit_code == 0);
+    const std::string last = (dir.path() / "saved.safetensors").string();
+    fs::copy_file(ckpt / "last.safetensors", last);
+    REQUIRE(trainhost::checkpoint::read_checkpoint(last).meta("metric/val_loss") != nullptr);
+    for (const auto& [what, change] : std::vector<std::pair<std::string, std::string>>{
+             {"no validation samples", "validation_fraction = 0.0"}, {"limit_val_batches = 0", "limit_val_batches = 0"}}) {
+        DYNAMIC_SECTION(what) {
+            std::string text = tiny_config(3, ranked + "[plugins.early_stopping]\npatience = 1\n");
+            if (change.starts_with("validation_fraction"))
+                text.replace(text.find("validation_fraction = 0.25"), 26, change);
+            else
+                text.replace(text.find("[data]\n"), 7, "[data]\n" + change + "\n");
+            const std::string config = dir.write("resume.toml", text).string();
+            const std::string dropped = "warning: --resume " + last + ": this run validates nothing (" + what +
+                                        "): the saved run's val_* metrics are dropped";
+            // As a fresh run of this config: checkpoint skips its ranked saves...
+            auto saving = run_trainhost({"--config", config, "--resume", last, "--plugins=checkpoint"});
+            INFO(saving.out << saving.err);
+            CHECK(saving.exit_code == 0);
+            CHECK_THAT(saving.err, Contains(dropped));
+            CHECK_THAT(saving.out, !Contains("val_loss="));
+            for (const auto& file : fs::directory_iterator(ckpt)) {
+                const std::string name = file.path().filename().string();
+                CHECK((name == "last.safetensors" || name.starts_with("epoch=0-")));
+            }
+            // ...and early_stopping's monitor is not there.
+            auto stopping = run_trainhost({"--config", config, "--resume", last, "--plugins=checkpoint,early_stopping"});
+            INFO(stopping.out << stopping.err);
+            CHECK(stopping.exit_code == 4);
+            CHECK_THAT(stopping.err, Contains(dropped) && Contains("monitored metric 'val_loss'"));
+        }
     }
 }
 

@@ -335,15 +335,23 @@ TEST_CASE("min_epochs and min_steps hold a stop asked for before them until they
     }
 }
 
+namespace {
+
+// test_recorder asks to stop at the first epoch's end, min_epochs = 3 holds it; every
+// epoch end is saved in `saved`. The arguments of that run.
+std::vector<std::string> held_stop_run(TempDir& dir, const fs::path& saved, int epochs, const std::string& recorder) {
+    const auto file = dir.write("run.toml", stepped("epochs = " + std::to_string(epochs) + "\nmin_epochs = 3\n", "",
+                                                    recorder_table(dir.path() / "hooks.txt", "stop_at_epoch = 0\n" + recorder) +
+                                                        checkpoint_table(saved, "save_top_k = -1\n")));
+    return {"--config", file.string(), "--plugins=" + test_plugin("test_recorder") + ",checkpoint"};
+}
+
+}  // namespace
+
 TEST_CASE("a resume holds the stop its checkpoint held until min_epochs and min_steps were met", "[min_limits][resume]") {
     TempDir dir;
     const auto saved = dir.path() / "ckpt";
-    // test_recorder asks to stop at the first epoch's end, min_epochs holds it; every epoch end is saved.
-    const auto file = dir.write("run.toml", stepped("epochs = 5\nmin_epochs = 3\n", "",
-                                                    recorder_table(dir.path() / "hooks.txt", "stop_at_epoch = 0\n") +
-                                                        checkpoint_table(saved, "save_top_k = -1\n")));
-    const std::vector<std::string> arguments = {"--config", file.string(),
-                                                "--plugins=" + test_plugin("test_recorder") + ",checkpoint"};
+    const std::vector<std::string> arguments = held_stop_run(dir, saved, 5, "");
     const auto full = run_trainhost(arguments);
     INFO(full.out << full.err);
     REQUIRE(full.exit_code == 0);
@@ -367,6 +375,24 @@ TEST_CASE("a resume holds the stop its checkpoint held until min_epochs and min_
     REQUIRE(ended.exit_code == 0);
     CHECK_THAT(ended.out, Contains("(test_recorder: asked to stop) takes effect now (min_epochs = 3, min_steps = 0)\n"));
     CHECK_THAT(ended.out, Contains("fit 1/1: 0 epochs, "));
+}
+
+// A checkpoint's header holds no control character: the reason is kept as it is shown.
+TEST_CASE("a held stop whose reason holds a newline is saved printable and resumes", "[min_limits][resume]") {
+    TempDir dir;
+    const auto saved = dir.path() / "ckpt";
+    const std::vector<std::string> arguments = held_stop_run(dir, saved, 4, "stop_reason = \"asked\\nto stop\"\n");
+    const auto full = run_trainhost(arguments);
+    INFO(full.out << full.err);
+    REQUIRE(full.exit_code == 0);
+    CHECK_THAT(full.out, Contains(" (stopped by test_recorder: asked\\u000ato stop)\n"));
+    auto resume = arguments;
+    resume.insert(resume.end(), {"--resume", (saved / "epoch=1-step=6.safetensors").string()});
+    const auto resumed = run_trainhost(resume);
+    INFO(resumed.out << resumed.err);
+    CHECK(resumed.exit_code == 0);
+    CHECK_THAT(resumed.out, Contains("(test_recorder: asked\\u000ato stop) is held again") &&
+                                Contains(" (stopped by test_recorder: asked\\u000ato stop)\n"));
 }
 
 TEST_CASE("limit_test_batches evaluates that many test batches, and 0 none", "[limit_test_batches]") {

@@ -23,6 +23,7 @@ public:
         {"stop_at_step", TH_OPTION_INT, "-1", "request a stop at the batch_end whose global_step is this (-1 never)"},
         {"stop_at_epoch_start", TH_OPTION_INT, "-1", "request a stop at this epoch's start (0-based; -1 never)"},
         {"stop_at_fit_start", TH_OPTION_BOOL, "false", "request a stop at fit_start"},
+        {"stop_reason", TH_OPTION_STRING, "\"asked to stop\"", "the reason each stop it requests gives"},
         {"nan_metric", TH_OPTION_BOOL, "false", "set metric recorder.value to NaN at every epoch end"},
         {"values", TH_OPTION_STRING, "\"\"",
          "comma-separated numbers: metric recorder.value at each epoch end, the last repeated"},
@@ -36,7 +37,7 @@ public:
           stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")),
           sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)),
           batch_ms_(std::clamp<std::int64_t>(options.get_int("batch_ms"), 0, 10'000)),
-          say_resumed_(options.get_bool("say_resumed")) {
+          say_resumed_(options.get_bool("say_resumed")), stop_reason_(options.get_string("stop_reason")) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
@@ -54,18 +55,18 @@ public:
 
     void on_fit_start(trainhost::sdk::Context& ctx) override {
         HookLog::on_fit_start(ctx);
-        if (stop_at_fit_start_) ctx.request_stop("asked to stop");
+        if (stop_at_fit_start_) ctx.request_stop(stop_reason_);
     }
 
     void on_epoch_start(trainhost::sdk::Context& ctx) override {
         HookLog::on_epoch_start(ctx);
-        if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_start_) ctx.request_stop("asked to stop");
+        if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_start_) ctx.request_stop(stop_reason_);
     }
 
     void on_batch_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_batch_end(ctx);
         std::this_thread::sleep_for(std::chrono::milliseconds(batch_ms_));
-        if (static_cast<std::int64_t>(ctx.state().global_step) == stop_at_step_) ctx.request_stop("asked to stop");
+        if (static_cast<std::int64_t>(ctx.state().global_step) == stop_at_step_) ctx.request_stop(stop_reason_);
     }
 
     // A slow sanity check, for what counts its time.
@@ -79,7 +80,7 @@ public:
         if (nan_metric_) ctx.set_metric("recorder.value", std::numeric_limits<double>::quiet_NaN());
         if (!values_.empty())
             ctx.set_metric("recorder.value", values_[std::min<std::size_t>(ctx.state().epoch, values_.size() - 1)]);
-        if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop("asked to stop");
+        if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop(stop_reason_);
     }
 
 private:
@@ -91,6 +92,7 @@ private:
     std::int64_t sanity_check_ms_;
     std::int64_t batch_ms_;
     bool say_resumed_;
+    std::string stop_reason_;
     std::vector<double> values_;
 };
 
