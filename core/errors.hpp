@@ -64,6 +64,16 @@ class TrainingError : public std::runtime_error {
     return length;
 }
 
+// Whether `text` is UTF-8 throughout, as a JSON reader requires of what it reads.
+[[nodiscard]] inline bool is_utf8(std::string_view text) noexcept {
+    for (std::size_t i = 0; i < text.size();) {
+        const std::size_t length = utf8_sequence(text.substr(i));
+        if (length == 0) return false;
+        i += length;
+    }
+    return true;
+}
+
 // The text for a message: each control character written as \u00XX, as TOML and
 // JSON spell them, a byte that is no UTF-8 as \xXX, and cut after `shown_bytes`
 // (the text may be megabytes long).

@@ -172,7 +172,9 @@ bool is_device_name(std::string_view name) {
     for (std::string_view prefix : {"cpu:", "cuda:"}) {
         if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() > prefix.size() + 3) continue;
         std::string_view ordinal = name.substr(prefix.size());
-        return std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
+        // As the devices are named (cpu:1, never cpu:01), so a name that passes is one a run may have.
+        return (ordinal == "0" || ordinal[0] != '0') &&
+               std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
     }
     return false;
 }

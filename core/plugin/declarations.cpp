@@ -33,6 +33,8 @@ bool is_pattern(std::string_view declared) { return !pattern_prefix(declared).em
 std::string unusable_metric_key(std::string_view key) {
     if (key.empty()) return "a metric needs a name";
     if (has_control_character(key)) return "metric name has a control character";
+    // A JSON Lines logger or reader refuses the whole line of a name that is not UTF-8.
+    if (!is_utf8(key)) return fmt::format("metric name '{}' is not UTF-8 text", printable(key));
     return {};
 }
 

@@ -35,8 +35,9 @@ enum class DeclarationList { reads, writes };
 // Whether `declared` stands for many names ("metrics", "metric:<prefix>.*").
 [[nodiscard]] bool is_pattern(std::string_view declared);
 
-// Why `key` cannot be any metric's name, whatever the plugin's ABI: none at all, or a
-// control character, which would break a report line or a CSV column; empty if it can.
+// Why `key` cannot be any metric's name, whatever the plugin's ABI: none at all, a
+// control character, which would break a report line or a CSV column, or bytes that
+// are no UTF-8, which a JSON reader refuses; empty if it can.
 [[nodiscard]] std::string unusable_metric_key(std::string_view key);
 
 // That, or why no declaration (from ABI 1.2) could name `key`; empty if it can.

@@ -20,7 +20,7 @@ bool is_device_name(std::string_view name) {
     for (std::string_view prefix : {"cpu:", "cuda:"}) {
         if (!name.starts_with(prefix)) continue;
         const std::string_view ordinal = name.substr(prefix.size());
-        return !ordinal.empty() && ordinal.size() <= 3 &&
+        return !ordinal.empty() && ordinal.size() <= 3 && (ordinal == "0" || ordinal[0] != '0') &&
                std::all_of(ordinal.begin(), ordinal.end(), [](char c) { return c >= '0' && c <= '9'; });
     }
     return false;
@@ -29,7 +29,7 @@ bool is_device_name(std::string_view name) {
 class ToGpu final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "togpu";
-    static constexpr const char* version = "1.0.0";
+    static constexpr const char* version = "1.0.1";  // 1.0.1: cpu:01 refused as the host refuses it
     static constexpr const char* description = "move the model to a device once, or again at every epoch start";
     static constexpr const char* writes = "device";
     static constexpr th_option_spec options[] = {

@@ -172,6 +172,7 @@ TEST_CASE("bad --epochs --max-steps --repeat --seed and --device values exit 1 n
          "unexpected arguments 'first' 'second' 'third' (not an option, nor a value an option takes)"},
         {{"--device", "gpu"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
         {{"--device", "cpu:"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
+        {{"--device", "cpu:01"}, "--device: not a device (auto, cpu, cpu:N, cuda, cuda:N)"},
     };
     test_support::check_usage_errors(cases, {"--config", config});
     SECTION("a device this run lacks") {

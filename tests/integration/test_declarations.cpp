@@ -52,7 +52,7 @@ TEST_CASE("through the SDK an undeclared change throws and fails the hook that m
     CHECK_THAT(run.last_line(), Contains("1 misuse") && Contains("test_misuser undeclared_write"));
 }
 
-TEST_CASE("a metric name that no declaration could name or with a control character is refused as an argument",
+TEST_CASE("a metric name that no declaration could name or that is no text is refused as an argument",
           "[declarations][misuse]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_misuser]\nmisuse = \"bad_metric_key\"\n"));
@@ -60,7 +60,8 @@ TEST_CASE("a metric name that no declaration could name or with a control charac
     CHECK(run.exit_code == 0);  // refused as a bad argument (not a misuse); the plugin carried on
     CHECK_THAT(run.out, Contains("refused: metric_set: metric name 'a*b' has a '*', ',' or blank, which no "
                                  "declaration can name") &&
-                            Contains("refused: metric_set: metric name has a control character\n"));
+                            Contains("refused: metric_set: metric name has a control character\n") &&
+                            Contains("refused: metric_set: metric name 'caf\\xe9' is not UTF-8 text\n"));
     CHECK_THAT(run.last_line(), Contains("resources: clean"));
 }
 

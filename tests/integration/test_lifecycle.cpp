@@ -286,6 +286,7 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         {"progress", "refresh_ms = 9223372036854775807", "refresh_ms must be in [0, 86400000] (a day)"},
         {"togpu", "when = \"always\"", "when must be once or every_epoch, not 'always'"},
         {"togpu", "target = \"tpu\"", "target \"tpu\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)"},
+        {"togpu", "target = \"cpu:01\"", "target \"cpu:01\" is not a device (auto, cpu, cpu:N, cuda or cuda:N)"},
         {"pruning", "start_epoch = -1", "start_epoch must be >= 0"},
         {"metrics_logger", "format = \"xml\"", "format must be both, csv or jsonl, not 'xml'"},
         {"metrics_logger", "prefix = \"a/b\"", "prefix must be a non-empty file name without '/', not 'a/b'"},

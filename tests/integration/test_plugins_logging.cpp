@@ -371,6 +371,7 @@ TEST_CASE("metrics_logger and memory_monitor refuse option values they cannot us
         {"metrics_logger", "format = \"xml\"", "format must be both, csv or jsonl, not 'xml'"},
         {"metrics_logger", "every_n_steps = -1", "every_n_steps must be >= 0"},
         {"metrics_logger", "dir = \"\"", "dir must not be empty"},
+        {"metrics_logger", "dir = \"/dev/null\"", "dir '/dev/null' names a file, not a directory"},
         {"metrics_logger", "prefix = \"\"", "prefix must be a non-empty file name without '/', not ''"},
         {"metrics_logger", "prefix = \"a/b\"", "prefix must be a non-empty file name without '/', not 'a/b'"},
         {"memory_monitor", "growth_tolerance_bytes = -1", "growth_tolerance_bytes must be >= 0"},

@@ -99,7 +99,7 @@ public:
         // Through the SDK the refusal throws, and this hook fails as a plugin would that does not catch it.
         if (misuse_ == "undeclared_sdk") ctx.set_metric("test_misuser.sdk", 1);
         if (misuse_ == "bad_metric_key") {
-            for (const char* key : {"a*b", "a\x01b"}) {
+            for (const char* key : {"a*b", "a\x01b", "caf\xe9"}) {
                 if (ctx.link().api().metric_set(ctx.link().host(), key, 1) != TH_INVALID_ARGUMENT)
                     throw std::runtime_error("a metric name no declaration can name was accepted");
                 ctx.info(std::string("refused: ") + ctx.link().api().last_error(ctx.link().host()));
