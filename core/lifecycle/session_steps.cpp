@@ -73,9 +73,14 @@ std::uint64_t Session::train_epoch() {
             forward_rows_ = rows;
             std::size_t batch_correct = 0;
             const double loss = batch_loss(rows, fit.model->output_grad(), &batch_correct);
-            if (!std::isfinite(loss))
+            if (!std::isfinite(loss)) {
+                // As a non-finite validation loss is: the metrics on_exception and the
+                // report see are the failed batch's, not the last finite ones (the epoch's
+                // mean with a NaN or an infinity in it is that too).
+                metrics_["batch_loss"] = metrics_["train_loss"] = loss;
                 throw FitFailure::non_finite("loss", loss, fmt::format("fit {} epoch {} batch {}", state_.fit_index + 1,
                                                                        state_.epoch + 1, b + 1));
+            }
             epoch_loss_sum_ += loss * static_cast<double>(rows);
             epoch_correct_ += batch_correct;
             state_.samples_seen += rows;

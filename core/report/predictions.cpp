@@ -1,5 +1,7 @@
 #include "report/predictions.hpp"
 
+#include "kernels/cpu/losses.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
@@ -29,12 +31,15 @@ void PredictionTable::add(std::span<const std::size_t> indices, std::span<const 
         fmt::format_to(std::back_inserter(text_), "{}", indices[r]);
         if (labelled_) fmt::format_to(std::back_inserter(text_), ",{}", labels[r]);
         if (loss_ == device::LossKind::cross_entropy) {
+            // The class from the logits, by the rule accuracy counts with (a row with a NaN
+            // or an infinity has NaN probabilities, whose max_element is class 0).
+            const std::size_t predicted = kernels::cpu::argmax(row, width_);
             // Softmax, shifted by the largest logit so that exp cannot overflow.
-            const double top = *std::max_element(values.begin(), values.end());
+            const double top = values[predicted];
             double sum = 0;
             for (double& v : values) sum += (v = std::exp(v - top));
             for (double& v : values) v /= sum;
-            fmt::format_to(std::back_inserter(text_), ",{}", std::max_element(values.begin(), values.end()) - values.begin());
+            fmt::format_to(std::back_inserter(text_), ",{}", predicted);
         } else if (loss_ == device::LossKind::bce_with_logits) {
             for (double& v : values) v = 1.0 / (1.0 + std::exp(-v));
         }

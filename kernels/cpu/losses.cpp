@@ -27,6 +27,17 @@ void require_nonempty(const char* loss_name, std::size_t n) {
 
 }  // namespace
 
+std::size_t argmax(const float* row, std::size_t n) {
+    // A diverged row predicts where its NaN is, not what a NaN in column 0 would hide.
+    std::size_t top = 0;
+    for (std::size_t c = 1; c < n && !std::isnan(row[top]); ++c) {
+        if (std::isnan(row[c]) || row[c] > row[top]) {
+            top = c;
+        }
+    }
+    return top;
+}
+
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,
                      int* correct_out) {
     if (rows < 1 || classes < 1) {
@@ -52,22 +63,14 @@ double cross_entropy(const float* logits, const std::int32_t* labels, int rows, 
         const float* row = logits + static_cast<std::size_t>(r) * cols;
         const auto label = static_cast<std::size_t>(labels[r]);
 
-        // torch.argmax's rules: the first maximum wins a tie, and a NaN is the greatest
-        // value, its first one the answer (a diverged row predicts where its NaN is, not
-        // what a NaN in column 0 would hide).
-        std::size_t argmax = 0;
-        for (std::size_t c = 1; c < cols && !std::isnan(row[argmax]); ++c) {
-            if (std::isnan(row[c]) || row[c] > row[argmax]) {
-                argmax = c;
-            }
-        }
-        if (argmax == label) {
+        const std::size_t top = argmax(row, cols);
+        if (top == label) {
             ++correct;
         }
 
         // Shifting by the row max makes every exponent <= 0: no overflow, and
         // the largest term is exactly 1, so the sum cannot underflow to 0.
-        const double row_max = static_cast<double>(row[argmax]);
+        const double row_max = static_cast<double>(row[top]);
         double exp_sum = 0.0;
         for (std::size_t c = 0; c < cols; ++c) {
             shifted_exp[c] = std::exp(static_cast<double>(row[c]) - row_max);

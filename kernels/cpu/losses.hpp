@@ -22,6 +22,11 @@ namespace trainhost::kernels::cpu {
 double cross_entropy(const float* logits, const std::int32_t* labels, int rows, int classes, float* grad,
                      int* correct_out);
 
+// The index of a row's largest value by torch.argmax's rules: the first maximum wins
+// a tie, and a NaN is the greatest value (the first NaN is the answer). What the
+// correct count above and a prediction both take as the predicted class.
+[[nodiscard]] std::size_t argmax(const float* row, std::size_t n);
+
 // Binary cross-entropy on logits, averaged over all n elements, in the stable
 // form max(x, 0) - x * t + log1p(exp(-|x|)). grad = (sigmoid(x) - t) / n.
 // Throws std::invalid_argument when n == 0.

@@ -42,7 +42,7 @@ bool draws_in_place() {
 class Progress final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "progress";
-    static constexpr const char* version = "1.1.2";  // 1.1: val_* figures only for an epoch with a validation
+    static constexpr const char* version = "1.1.3";  // 1.1.3: the epoch line's rate is the core's samples_per_second  // 1.1: val_* figures only for an epoch with a validation
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {
@@ -106,11 +106,11 @@ public:
     void on_epoch_end(Context& ctx) override {
         const auto state = ctx.state();
         const double elapsed = std::chrono::duration<double>(Clock::now() - epoch_started_).count();
-        const std::uint64_t trained = state.samples_seen - samples_at_start_;
-        // A resumed epoch with nothing left to train has no rate to show.
+        // The core's figure, the report's: the training loop alone, validation and the
+        // epoch's hooks left out. A resumed epoch with nothing left to train has none.
         char rate[48] = "";
-        if (trained > 0 || state.samples_seen == 0)
-            std::snprintf(rate, sizeof rate, " %.0f samples/s", elapsed > 0 ? static_cast<double>(trained) / elapsed : 0.0);
+        if (const auto samples_per_second = ctx.metric("samples_per_second"))
+            std::snprintf(rate, sizeof rate, " %.0f samples/s", *samples_per_second);
         if (bar_) std::fprintf(stderr, "\r\033[K");
         char line[512];
         std::snprintf(line, sizeof line, "%s:%s%s%s%s%s %s", trainhost::sdk::position_text(state).c_str(),

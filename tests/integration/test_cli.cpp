@@ -345,8 +345,12 @@ TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
         CHECK(run.exit_code == 4);
         CHECK_THAT(run.err, Contains("error: non-finite loss (nan) at fit 1 epoch 5 batch 1\n"));
         CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
-        CHECK(nlohmann::json::parse(test_support::read_file(report))["fits"][0]["failure"] ==
-              "non-finite loss (nan) at fit 1 epoch 5 batch 1");
+        const auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+        CHECK(fit["failure"] == "non-finite loss (nan) at fit 1 epoch 5 batch 1");
+        // The failed batch's loss, as a failed validation's is, not the last finite one.
+        CHECK(fit["final_metrics"]["batch_loss"].is_null());
+        CHECK(fit["final_metrics"]["train_loss"].is_null());
+        CHECK_THAT(run.out, Contains(" train_loss=nan "));
     }
     SECTION("on the test set, which alone sees the last step diverge") {
         if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) +
