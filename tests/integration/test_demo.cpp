@@ -17,7 +17,7 @@ TEST_CASE("the Fashion-MNIST demo reaches 0.85 test accuracy in 3 epochs", "[dem
     test_support::TempDir dir;
     auto report = dir.path() / "report.json";
     auto run = test_support::run_trainhost({"--config", std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml",
-                                            "--plugins=progress,early_stopping", "--report", report.string()});
+                                            "--plugins=progress,early_stopping,lr_scheduler", "--report", report.string()});
     REQUIRE(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("epoch 1/3:") && Contains("epoch 3/3:") && Contains("test_accuracy="));
     CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
