@@ -242,7 +242,8 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
         throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
-// Checked after a training step, after an epoch's end and after a predict pass, never inside one: what
+// Checked after fit_start (in predict mode after to_device), after epoch_start, after a
+// training step, after an epoch's end and after a predict pass, never inside one: what
 // on_exception sees, and a checkpoint saved there, is a state a resume continues
 // from exactly (an epoch's validation and epoch_end are never cut short).
 void Session::check_interrupt() {
@@ -288,8 +289,17 @@ SessionResult Session::run() {
 void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.fit_index = index;
     state_.resumed = resume_ ? 1 : 0;  // the first fit alone takes the --resume checkpoint
+    // Each fit of --repeat starts as the first did, from its plugins' create on: none
+    // sees the fit before's batch, samples, device or phase.
+    state_.phase = th_hook{};
     state_.epoch = 0;
     state_.global_step = 0;
+    state_.batch_index = 0;
+    state_.batches_in_epoch = 0;
+    state_.batch_samples = 0;
+    state_.samples_seen = 0;
+    state_.sanity_checking = 0;
+    state_.device = devices_[home_device_]->name().c_str();
     fit_step_ = 0;
     fit_window_ = 0;
     window_whole_ = false;
@@ -455,6 +465,8 @@ void Session::train_fit(FitRecord& record) {
     apply_pending_move();
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
+    // Ctrl-C in setup, to_device or fit_start: before a step, not after the first.
+    check_interrupt();
     const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
     // A resume within an epoch whose batches max_steps already ended (an interrupt
     // or a step-based save at its last step) still ends that epoch, as the run would have.
@@ -527,6 +539,7 @@ void Session::predict_fit(FitRecord& record) {
     ledger_->begin_fit_growth_window(resources::Ledger::StepHooks::predict_pass);
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
+    check_interrupt();  // Ctrl-C in setup or to_device: before the first pass
     data::Batcher batcher(split, fit.model->max_rows(), false, config.seed);
     const std::uint64_t passes = config.predict_passes != 0     ? config.predict_passes
                                  : config.predict_output.empty() ? 1

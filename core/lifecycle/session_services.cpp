@@ -11,8 +11,11 @@ namespace trainhost::lifecycle {
 
 th_train_state Session::train_state() const {
     th_train_state state = state_;
-    state.failure = failure_.empty() ? nullptr : failure_.c_str();
-    state.interrupt_signal = static_cast<std::uint32_t>(interrupt_signal_);
+    // As abi.h promises and `validate` holds plugins to: on_exception's alone, so that a
+    // plugin's teardown reads the same in a run and in the conformance suite.
+    const bool in_exception = state_.phase == TH_HOOK_EXCEPTION;
+    state.failure = in_exception && !failure_.empty() ? failure_.c_str() : nullptr;
+    state.interrupt_signal = in_exception ? static_cast<std::uint32_t>(interrupt_signal_) : 0;
     return state;
 }
 

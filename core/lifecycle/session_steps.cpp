@@ -9,6 +9,10 @@
 #include <algorithm>
 #include <cmath>
 #include <fmt/format.h>
+#include <iterator>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace trainhost::lifecycle {
 
@@ -46,6 +50,7 @@ std::uint64_t Session::train_epoch() {
     epoch_trained_ = epoch_training_ended_ = false;
     dispatch(TH_HOOK_EPOCH_START);
     apply_pending_move();
+    check_interrupt();  // Ctrl-C in epoch_start: before the epoch's first step, not after it
     nn::GradientAccumulator& accumulator = *fit.accumulator;
     // Every epoch starts a window (its last batch ends one, as does a stop). A window
     // not run whole (resumed within it, or a batch skipped) shares its index with the
@@ -197,6 +202,8 @@ void Session::evaluate(const data::Dataset& dataset, const char* prefix, bool wi
     std::size_t seen = 0;
     const std::size_t batches = limited(batcher.batches(), limit);
     state_.batches_in_epoch = batches;
+    state_.batch_index = 0;  // validation_start sees this pass's first batch, not training's last
+    state_.batch_samples = 0;
     if (with_hooks) dispatch(TH_HOOK_VALIDATION_START);
     for (std::size_t b = 0; b < batches; ++b) {
         state_.batch_index = b;
@@ -231,13 +238,18 @@ void Session::sanity_check() {
                                : config.num_sanity_val_steps < 0
                                    ? config.data.limit_val_batches
                                    : std::min(config.num_sanity_val_steps, config.data.limit_val_batches);
-    const auto metrics = metrics_;
+    // Only its val_* are dropped (the restored ones of a resume stand again): what a
+    // plugin sets or erases in its hooks stays, as in any other validation.
+    const auto is_validation = [](const auto& metric) { return metric.first.starts_with("val_"); };
+    std::vector<std::pair<std::string, double>> validation_before;
+    std::ranges::copy_if(metrics_, std::back_inserter(validation_before), is_validation);
     // Left at 1 where a plugin fails in it: on_exception then tells, as Lightning's
     // trainer.sanity_checking does.
     state_.sanity_checking = 1;
     evaluate(validation_, "val", true, limit);
     state_.sanity_checking = 0;
-    metrics_ = metrics;
+    std::erase_if(metrics_, is_validation);
+    metrics_.insert(validation_before.begin(), validation_before.end());
     check_interrupt();
 }
 

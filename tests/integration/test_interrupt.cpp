@@ -146,3 +146,50 @@ TEST_CASE("A signal from outside stops a long run, and SIGINT ignored at start s
     CHECK(count(lines, "test_recorder:teardown") == 1);
     CHECK(count(lines, "test_recorder:destroy") == 1);
 }
+
+// Lightning stops at once: a signal in a hook before the first step ends the fit
+// there, with no step taken (it used to train one, which save_on_interrupt then saved).
+TEST_CASE("a signal in setup, fit_start or epoch_start ends the fit before its first step", "[interrupt]") {
+    for (const char* hook : {"setup", "fit_start", "epoch_start"}) {
+        DYNAMIC_SECTION(hook) {
+            TempDir dir;
+            const auto log = dir.path() / "hooks.log";
+            auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, hook, "sigint")));
+            auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_thrower")});
+            CHECK(run.signal == SIGINT);
+            CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, epoch 1, after 0 training batches of "
+                                         "this fit"));
+            const auto lines = test_support::lines_of(read_file(log));
+            CHECK(count(lines, "test_thrower:batch_start") == 0);
+            CHECK(count(lines, "test_thrower:exception") == 1);
+            CHECK(count(lines, "test_thrower:teardown") == 1);
+        }
+    }
+    SECTION("to_device in predict mode") {
+        TempDir dir;
+        const auto log = dir.path() / "hooks.log";
+        std::string text = tiny_config(1, thrower_table(log, "to_device", "sigint"));
+        text.replace(text.find("epochs = 1\n"), 11, "mode = \"predict\"\n");
+        auto run = run_trainhost({"--config", dir.write("run.toml", text).string(), "--plugins=" + test_plugin("test_thrower")});
+        CHECK(run.signal == SIGINT);
+        CHECK_THAT(run.err, Contains("error: interrupted by SIGINT in fit 1, after 0 predict passes"));
+        CHECK(count(test_support::lines_of(read_file(log)), "test_thrower:val_batch_start") == 0);
+    }
+}
+
+// abi.h: failure and interrupt_signal are on_exception's; teardown reads them unset, as
+// `validate` runs it.
+TEST_CASE("train_state's failure and interrupt_signal are set during on_exception alone", "[interrupt][abi]") {
+    TempDir dir;
+    const auto log = dir.path() / "hooks.log";
+    auto config = dir.write("run.toml", tiny_config(2, thrower_table(log, "batch_end", "sigint") +
+                                                           test_support::recorder_table(dir.path() / "recorder.log",
+                                                                                        "say_failure = true\n")));
+    auto run = run_trainhost({"--config", config.string(),
+                              "--plugins=" + test_plugin("test_thrower") + "," + test_plugin("test_recorder")});
+    INFO(run.out << run.err);
+    CHECK(run.signal == SIGINT);
+    CHECK_THAT(run.out, Contains("test_recorder: exception sees failure = interrupted by SIGINT in fit 1, epoch 1, "
+                                 "after 1 training batch of this fit, signal = 2\n") &&
+                            Contains("test_recorder: teardown sees failure = none, signal = 0\n"));
+}

@@ -329,3 +329,22 @@ TEST_CASE("the built-in plugins refuse option values they cannot use, with the p
         }
     }
 }
+
+// --repeat runs each fit as the first: from setup on, no plugin sees the fit before's
+// batch, samples or device; validation_start sees its own pass's first batch.
+TEST_CASE("each fit of --repeat starts with a fresh train_state", "[lifecycle][repeat]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.togpu]\ntarget = \"cpu:1\"\n" +
+                                                           test_support::recorder_table(dir.path() / "hooks.txt",
+                                                                                        "say_state = true\n")));
+    auto run = run_trainhost({"--config", config.string(), "--repeat", "2", "--device", "cpu",
+                              "--plugins=togpu," + test_plugin("test_recorder")});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    for (const char* fit : {"1", "2"})
+        CHECK_THAT(run.out, Contains(std::string("test_recorder: fit ") + fit +
+                                     " setup batch_index=0 batches_in_epoch=0 batch_samples=0 samples_seen=0 "
+                                     "device=cpu:0\n") &&
+                                Contains(std::string("test_recorder: fit ") + fit +
+                                         " validation_start batch_index=0 batches_in_epoch=1 batch_samples=0 "));
+}

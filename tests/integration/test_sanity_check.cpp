@@ -175,3 +175,18 @@ TEST_CASE("a plugin whose validation fails does so in the sanity check, before a
     CHECK(fit["epochs"].empty());
     CHECK_THAT(run.last_line(), Contains("resources: clean"));
 }
+
+// Only the check's val_* are dropped, as the docs say: a plugin's own metric set in its
+// validation hooks stays (it used to be undone with every other change).
+TEST_CASE("the sanity check drops its val_* metrics, not a plugin's own", "[sanity_check]") {
+    TempDir dir;
+    const auto report = dir.path() / "report.json";
+    auto config = dir.write("run.toml", sanity_config("2", recorder_table(dir.path() / "hooks.txt", "sanity_metric = true\n")));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_recorder"), "--report",
+                              report.string(), "--epochs", "1", "--max-steps", "1"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    const auto fit = nlohmann::json::parse(test_support::read_file(report))["fits"][0];
+    CHECK(fit["final_metrics"]["recorder.sanity"] == 1);
+    CHECK(fit["epochs"][0]["metrics"]["recorder.sanity"] == 1);
+}

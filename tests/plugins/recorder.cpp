@@ -16,7 +16,7 @@ public:
     static constexpr const char* name = "test_recorder";
     static constexpr const char* version = "1";
     static constexpr const char* description = "records every hook call into a file";
-    static constexpr const char* writes = "metric:recorder.value";
+    static constexpr const char* writes = "metric:recorder.*";
     static constexpr th_option_spec options[] = {
         {"file", TH_OPTION_STRING, "\"\"", "where to append <plugin>:<hook> lines"},
         {"stop_at_epoch", TH_OPTION_INT, "-1", "request a stop at this epoch's end (0-based; -1 never)"},
@@ -30,6 +30,11 @@ public:
         {"sanity_check_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at the sanity check's validation_end"},
         {"batch_ms", TH_OPTION_INT, "0", "wait this long (at most 10 s) at every batch_end"},
         {"say_resumed", TH_OPTION_BOOL, "false", "print 'test_recorder: fit N resumed = R' at setup"},
+        {"say_state", TH_OPTION_BOOL, "false",
+         "print 'test_recorder: <hook> <train_state's batch, samples and device>' at setup and validation_start"},
+        {"sanity_metric", TH_OPTION_BOOL, "false", "set metric recorder.sanity to 1 at the sanity check's validation_end"},
+        {"say_failure", TH_OPTION_BOOL, "false",
+         "print 'test_recorder: <hook> sees failure = <text or none>, signal = <n>' at exception and teardown"},
     };
     Recorder(trainhost::sdk::Context& ctx, const trainhost::sdk::Options& options)
         : HookLog(name, options.get_string("file")), stop_at_epoch_(options.get_int("stop_at_epoch")),
@@ -37,7 +42,9 @@ public:
           stop_at_fit_start_(options.get_bool("stop_at_fit_start")), nan_metric_(options.get_bool("nan_metric")),
           sanity_check_ms_(std::clamp<std::int64_t>(options.get_int("sanity_check_ms"), 0, 10'000)),
           batch_ms_(std::clamp<std::int64_t>(options.get_int("batch_ms"), 0, 10'000)),
-          say_resumed_(options.get_bool("say_resumed")), stop_reason_(options.get_string("stop_reason")) {
+          say_resumed_(options.get_bool("say_resumed")), say_state_(options.get_bool("say_state")),
+          sanity_metric_(options.get_bool("sanity_metric")), say_failure_(options.get_bool("say_failure")),
+          stop_reason_(options.get_string("stop_reason")) {
         std::stringstream list(options.get_string("values"));
         for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
         // A static outlives instances but not the library: it proves the library stays loaded.
@@ -51,6 +58,12 @@ public:
         if (say_resumed_)
             ctx.info("test_recorder: fit " + std::to_string(state.fit_index + 1) +
                      " resumed = " + std::to_string(state.resumed));
+        say_state(ctx, "setup");
+    }
+
+    void on_validation_start(trainhost::sdk::Context& ctx) override {
+        HookLog::on_validation_start(ctx);
+        say_state(ctx, "validation_start");
     }
 
     void on_fit_start(trainhost::sdk::Context& ctx) override {
@@ -72,6 +85,7 @@ public:
     // A slow sanity check, for what counts its time.
     void on_validation_end(trainhost::sdk::Context& ctx) override {
         HookLog::on_validation_end(ctx);
+        if (sanity_metric_ && ctx.state().sanity_checking != 0) ctx.set_metric("recorder.sanity", 1);
         if (ctx.state().sanity_checking != 0) std::this_thread::sleep_for(std::chrono::milliseconds(sanity_check_ms_));
     }
 
@@ -83,7 +97,32 @@ public:
         if (static_cast<std::int64_t>(ctx.state().epoch) == stop_at_epoch_) ctx.request_stop(stop_reason_);
     }
 
+    void on_exception(trainhost::sdk::Context& ctx) override {
+        HookLog::on_exception(ctx);
+        say_failure(ctx, "exception");
+    }
+    void on_teardown(trainhost::sdk::Context& ctx) override {
+        HookLog::on_teardown(ctx);
+        say_failure(ctx, "teardown");
+    }
+
 private:
+    void say_state(trainhost::sdk::Context& ctx, const std::string& hook) const {
+        if (!say_state_) return;
+        const auto state = ctx.state();
+        ctx.info("test_recorder: fit " + std::to_string(state.fit_index + 1) + " " + hook +
+                 " batch_index=" + std::to_string(state.batch_index) +
+                 " batches_in_epoch=" + std::to_string(state.batches_in_epoch) +
+                 " batch_samples=" + std::to_string(state.batch_samples) +
+                 " samples_seen=" + std::to_string(state.samples_seen) + " device=" + (state.device ? state.device : ""));
+    }
+    void say_failure(trainhost::sdk::Context& ctx, const std::string& hook) const {
+        if (!say_failure_) return;
+        const auto state = ctx.state();
+        ctx.info("test_recorder: " + hook + " sees failure = " + (state.failure ? state.failure : "none") +
+                 ", signal = " + std::to_string(state.interrupt_signal));
+    }
+
     std::int64_t stop_at_epoch_;
     std::int64_t stop_at_step_;
     std::int64_t stop_at_epoch_start_;
@@ -92,6 +131,9 @@ private:
     std::int64_t sanity_check_ms_;
     std::int64_t batch_ms_;
     bool say_resumed_;
+    bool say_state_;
+    bool sanity_metric_;
+    bool say_failure_;
     std::string stop_reason_;
     std::vector<double> values_;
 };
