@@ -98,6 +98,37 @@ TEST_CASE("gradients match finite differences for every layer and loss", "[gradi
     }
 }
 
+// PyTorch's defaults for nn.Linear and nn.Conv2d: kaiming_uniform_(a=sqrt(5)) for the
+// weight and U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for the bias, both that same bound.
+TEST_CASE("weights and biases start uniform within 1/sqrt(fan_in), as PyTorch's layers do", "[init]") {
+    device::CpuDevice cpu(0);
+    resources::Ledger ledger({&cpu});
+    config::ModelSpec spec{{{"conv2d", 16, 0, 3, 1, 1}, layer("flatten"), dense(300), layer("relu"), dense(10)},
+                           "cross_entropy"};
+    nn::Model model(spec, {2, 8, 8}, 10, nn::LayerContext{cpu.backend(), ledger, 4, 0}, 77);
+    // conv0: 2 channels x 3 x 3 in; dense1: 16 x 8 x 8 in; dense2: 300 in.
+    const std::vector<double> fan_in = {18, 18, 1024, 1024, 300, 300};
+    const auto parameters = model.parameters();
+    REQUIRE(parameters.size() == fan_in.size());
+    for (std::size_t i = 0; i < parameters.size(); ++i) {
+        const nn::Parameter& p = *parameters[i];
+        INFO(p.name);
+        const double bound = 1.0 / std::sqrt(fan_in[i]);
+        const float* values = p.value.data();
+        const std::size_t n = p.value.numel();
+        double largest = 0, sum = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+            largest = std::max(largest, std::fabs(static_cast<double>(values[j])));
+            sum += values[j];
+        }
+        CHECK(largest <= bound);
+        if (n >= 1000) {  // enough draws to see the whole range used, centred on 0
+            CHECK(largest > 0.99 * bound);
+            CHECK(std::fabs(sum / static_cast<double>(n)) < 0.05 * bound);
+        }
+    }
+}
+
 TEST_CASE("a model move re-homes every buffer and changes no number", "[moves]") {
     device::CpuDevice cpu0(0), cpu1(1);
     resources::Ledger ledger({&cpu0, &cpu1});
