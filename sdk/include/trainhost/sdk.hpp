@@ -11,11 +11,19 @@
 //
 // Exceptions thrown by a hook or the constructor are caught in noexcept trampolines
 // and returned to the host as a status plus message; nothing C++ crosses the ABI.
+//
+// Include this header; it includes the rest, one concern each: host_link.hpp (errors
+// and the link every host call takes), leases.hpp (device memory, streams and events
+// as RAII leases), plugin_state.hpp (checkpoint state) and plugin_entry.hpp
+// (TRAINHOST_PLUGIN).
 #pragma once
 
 #include "trainhost/abi.h"
-#include "trainhost/option_type_name.hpp"
+#include "trainhost/host_link.hpp"
+#include "trainhost/leases.hpp"
 #include "trainhost/nearest_name.hpp"
+#include "trainhost/option_type_name.hpp"
+#include "trainhost/plugin_state.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -32,181 +40,6 @@
 #include <vector>
 
 namespace trainhost::sdk {
-
-// A host call failed; the message is the host's own explanation.
-class Error : public std::runtime_error {
-public:
-    Error(th_status status, const std::string& message)
-        : std::runtime_error(message), status_(status) {}
-    [[nodiscard]] th_status status() const noexcept { return status_; }
-
-private:
-    th_status status_;
-};
-
-// Thrown by a constructor that refuses an option's value (a range, a combination):
-// the host reports it as a configuration error naming the file and the plugin's
-// table, exit 1, where any other exception from the constructor is "refused to
-// start", exit 2.
-class OptionError : public Error {
-public:
-    explicit OptionError(const std::string& message) : Error(TH_INVALID_ARGUMENT, message) {}
-};
-
-// How far th_host_api reaches in a host of each minor that grew it (it did not grow
-// from 1.0 to 1.3): a plugin touches only the calls inside the size the host declares.
-inline constexpr std::size_t kHostApiOf10 = offsetof(th_host_api, grad_read);
-inline constexpr std::size_t kHostApiOf14 = offsetof(th_host_api, lr_set) + sizeof(th_host_api::lr_set);
-inline constexpr std::size_t kHostApiOf15 = offsetof(th_host_api, label_read) + sizeof(th_host_api::label_read);
-inline constexpr std::size_t kHostApiOf112 = offsetof(th_host_api, metric_erase) + sizeof(th_host_api::metric_erase);
-
-// The pair every host call needs; passed by value, it is two pointers.
-class HostLink {
-public:
-    HostLink(const th_host_api* api, th_host* host) noexcept : api_(api), host_(host) {}
-    [[nodiscard]] const th_host_api& api() const noexcept { return *api_; }
-    [[nodiscard]] th_host* host() const noexcept { return host_; }
-
-    void check(th_status status, const char* what) const {
-        if (status != TH_OK) throw Error(status, std::string(what) + ": " + api_->last_error(host_));
-    }
-    // A host older than the minor that added a call offers a shorter table: the call
-    // is refused as unsupported instead of read past the table's end. `table_end` is
-    // kHostApiOf<minor>.
-    void require(std::size_t table_end, const char* minor, const char* what) const {
-        if (api_->struct_size < table_end)
-            throw Error(TH_UNSUPPORTED, std::string(what) + ": needs a host of ABI " + minor + " or newer; this one speaks " +
-                                            std::to_string(api_->abi_major) + "." + std::to_string(api_->abi_minor));
-    }
-
-private:
-    const th_host_api* api_;
-    th_host* host_;
-};
-
-// RAII lease on a host resource; released when destroyed. Move-only, like a
-// unique_ptr: ownership is explicit and moves with the object.
-class Lease {
-public:
-    Lease() = default;
-    Lease(HostLink link, th_handle handle, th_resource_kind kind, std::uint64_t bytes) noexcept
-        : link_(link), handle_(handle), kind_(kind), bytes_(bytes), held_(true) {}
-    Lease(const Lease&) = delete;
-    Lease& operator=(const Lease&) = delete;
-    Lease(Lease&& other) noexcept { *this = std::move(other); }
-    Lease& operator=(Lease&& other) noexcept {
-        if (this != &other) {
-            reset();
-            link_ = other.link_;
-            handle_ = other.handle_;
-            kind_ = other.kind_;
-            bytes_ = other.bytes_;
-            held_ = std::exchange(other.held_, false);
-        }
-        return *this;
-    }
-    ~Lease() { reset(); }
-
-    // Gives the resource back now. A failure (the core reclaimed it already) is
-    // reported by the core's ledger, so there is nothing useful to throw here.
-    void reset() noexcept {
-        if (held_) {
-            held_ = false;
-            link_.api().release(link_.host(), handle_, bytes_);
-        }
-    }
-    // Gives up ownership without giving the resource back, as unique_ptr::release
-    // does: the caller now answers for releasing the handle.
-    // An object that holds nothing gives the null handle: its old one may be another
-    // object's lease now, which the caller would then release under it.
-    [[nodiscard]] th_handle detach() noexcept {
-        if (!std::exchange(held_, false)) return th_handle{};
-        return handle_;
-    }
-    // Extends the lease's life to a wider scope.
-    void promote(th_scope scope) {
-        held_link("promote").check(link_.api().promote(link_.host(), handle_, scope), "promote");
-    }
-
-    [[nodiscard]] explicit operator bool() const noexcept { return held_; }
-    // The null handle where this object holds nothing, as detach() gives: its old one
-    // may be another object's lease now.
-    [[nodiscard]] th_handle handle() const noexcept { return held_ ? handle_ : th_handle{}; }
-    // The handle for a host call, refused as every use is where this object holds no lease.
-    [[nodiscard]] th_handle held_handle(const char* what) const {
-        (void)held_link(what);
-        return handle_;
-    }
-    [[nodiscard]] th_resource_kind kind() const noexcept { return kind_; }
-    [[nodiscard]] std::uint64_t bytes() const noexcept { return bytes_; }
-
-protected:
-    // The link of a lease this object holds. One it does not hold (never taken, moved
-    // from, reset or detached) has no link, or the handle of a lease that is now
-    // another object's or given back: using it is refused here, as a unique_ptr's
-    // would be null.
-    [[nodiscard]] const HostLink& held_link(const char* what) const {
-        if (!held_)
-            throw Error(TH_INVALID_HANDLE, std::string(what) +
-                                               ": this object holds no lease (never taken, moved from, reset or "
-                                               "detached)");
-        return link_;
-    }
-
-private:
-    HostLink link_{nullptr, nullptr};
-    th_handle handle_{};
-    th_resource_kind kind_{TH_RESOURCE_DEVICE_MEMORY};
-    std::uint64_t bytes_ = 0;
-    bool held_ = false;
-};
-
-// Device memory owned by the plugin, on whatever device the model lives on.
-class DeviceBuffer : public Lease {
-public:
-    using Lease::Lease;
-    void upload(std::span<const float> values, std::uint64_t offset_bytes = 0) {
-        const HostLink& link = held_link("copy_from_host");
-        link.check(link.api().copy_from_host(link.host(), handle(), offset_bytes, values.data(), values.size_bytes()),
-                   "copy_from_host");
-    }
-    void download(std::span<float> values, std::uint64_t offset_bytes = 0) const {
-        const HostLink& link = held_link("copy_to_host");
-        link.check(link.api().copy_to_host(link.host(), handle(), offset_bytes, values.data(), values.size_bytes()),
-                   "copy_to_host");
-    }
-    // Makes this buffer state of a parameter: it then moves with the model.
-    void attach_to_param(std::uint32_t param_index) {
-        const HostLink& link = held_link("attach_to_param");
-        link.check(link.api().attach_to_param(link.host(), handle(), param_index), "attach_to_param");
-    }
-};
-
-// An in-order queue of device work.
-class Stream : public Lease {
-public:
-    using Lease::Lease;
-    void synchronize() {
-        const HostLink& link = held_link("stream_synchronize");
-        link.check(link.api().stream_synchronize(link.host(), handle()), "stream_synchronize");
-    }
-};
-
-// Marks a point in a stream's work; complete once everything before it ran.
-class Event : public Lease {
-public:
-    using Lease::Lease;
-    void record(const Stream& stream) {
-        const HostLink& link = held_link("event_record");
-        link.check(link.api().event_record(link.host(), handle(), stream.held_handle("event_record")), "event_record");
-    }
-    [[nodiscard]] bool complete() const {
-        const HostLink& link = held_link("event_query");
-        int done = 0;
-        link.check(link.api().event_query(link.host(), handle(), &done), "event_query");
-        return done != 0;
-    }
-};
 
 struct ParamInfo {
     std::uint64_t id = 0;
@@ -582,84 +415,6 @@ private:
     const th_option_spec* specs_;
     const th_option_value* values_;
     std::uint32_t count_;
-};
-
-// A plugin's checkpoint state: plain values and strings, written in order.
-class StateWriter {
-public:
-    explicit StateWriter(HostLink link) noexcept : link_(link) {}
-    // Numbers only: a pointer or a view would be saved as an address, a struct with its
-    // padding's stray bytes, and a bool or an enum read back from a damaged file could
-    // hold a value its type has not (write those as integers and check them on load).
-    template <typename T>
-    void put(const T& value) {
-        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
-                      "put() takes a number (a bool or an enum as an integer); put_string for text, put_floats for "
-                      "fp32 arrays");
-        write(&value, sizeof value);
-    }
-    void put_string(const std::string& text) {
-        put<std::uint64_t>(text.size());
-        write(text.data(), text.size());
-    }
-    // fp32 values in one write, laid out as put_string of their bytes.
-    void put_floats(std::span<const float> values) {
-        put<std::uint64_t>(values.size_bytes());
-        write(values.data(), values.size_bytes());
-    }
-
-private:
-    void write(const void* bytes, std::size_t size) {
-        link_.check(link_.api().state_write(link_.host(), bytes, size), "state_write");
-    }
-    HostLink link_;
-};
-
-// Reads back what a StateWriter wrote, in the same order; refuses short data.
-class StateReader {
-public:
-    StateReader(const void* bytes, std::uint64_t size) noexcept
-        : bytes_(static_cast<const unsigned char*>(bytes)), size_(size) {}
-    template <typename T>
-    [[nodiscard]] T get() {
-        static_assert(std::is_arithmetic_v<T> && !std::is_same_v<T, bool>,
-                      "get() reads a number (a bool or an enum as an integer); get_string for text, get_floats for "
-                      "fp32 arrays");
-        T value;
-        read(&value, sizeof value);
-        return value;
-    }
-    [[nodiscard]] std::string get_string() {
-        const auto length = get<std::uint64_t>();
-        if (length > size_ - offset_) throw std::runtime_error("saved state is truncated");
-        std::string text(reinterpret_cast<const char*>(bytes_ + offset_), length);
-        offset_ += length;
-        return text;
-    }
-    // What put_floats wrote; refuses bytes that are no whole number of floats.
-    [[nodiscard]] std::vector<float> get_floats() {
-        const std::string bytes = get_string();
-        if (bytes.size() % sizeof(float) != 0)
-            throw std::runtime_error("saved state has " + std::to_string(bytes.size()) +
-                                     " bytes where fp32 values were written, no multiple of 4");
-        std::vector<float> values(bytes.size() / sizeof(float));
-        if (!values.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
-        return values;
-    }
-    [[nodiscard]] bool done() const noexcept { return offset_ == size_; }
-    // The bytes not read yet: a count read from the state is checked against them
-    // before it sizes anything.
-    [[nodiscard]] std::uint64_t remaining() const noexcept { return size_ - offset_; }
-
-private:
-    void read(void* out, std::size_t size) {
-        if (size > size_ - offset_) throw std::runtime_error("saved state is truncated");
-        std::memcpy(out, bytes_ + offset_, size);
-        offset_ += size;
-    }
-    const unsigned char* bytes_;
-    std::uint64_t size_;
-    std::uint64_t offset_ = 0;
 };
 
 // Base class of every callback. Hooks come in start/end pairs with no-op defaults.
