@@ -1,6 +1,6 @@
 // early_stopping: ends the fit when a monitored metric stops improving, with
 // Lightning's EarlyStopping semantics (monitor, mode, patience, min_delta,
-// check_finite, stopping_threshold, divergence_threshold). Its state travels in
+// check_finite, stopping_threshold, divergence_threshold, strict, verbose). Its state travels in
 // checkpoints, and the stop condition is checked again right after a resume, so a
 // run that had already met it does not train on.
 #include <trainhost/sdk.hpp>
@@ -9,6 +9,7 @@
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace {
 
@@ -18,7 +19,7 @@ using trainhost::sdk::format_number;
 class EarlyStopping final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "early_stopping";
-    static constexpr const char* version = "1.4.0";  // 1.4: checks where a validation ran (check_val_every_n_epoch)
+    static constexpr const char* version = "1.5.0";  // 1.5: strict, verbose; 1.4: checks where a validation ran
     static constexpr const char* description = "stop the fit when a monitored metric stops improving";
     static constexpr const char* reads = "metrics";
     // Since 1.3.0 the state ends with the monitor and mode the best score was taken
@@ -36,13 +37,18 @@ public:
         {"check_finite", TH_OPTION_BOOL, "true", "stop as soon as the metric is NaN or infinite"},
         {"stopping_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is better than this (nan: off)"},
         {"divergence_threshold", TH_OPTION_FLOAT, "nan", "stop once the metric is worse than this (nan: off)"},
+        {"strict", TH_OPTION_BOOL, "true",
+         "true: a monitor that is not among the metrics fails the fit; false: that check is skipped, with a warning "
+         "once a fit"},
+        {"verbose", TH_OPTION_BOOL, "false", "say at each check whether the metric improved, as Lightning's verbose"},
     };
 
     EarlyStopping(Context& ctx, const trainhost::sdk::Options& options)
         : link_(ctx.link()), monitor_(options.get_string("monitor")), patience_(options.get_int("patience")),
           min_delta_(options.get_float("min_delta")), check_finite_(options.get_bool("check_finite")),
           stopping_threshold_(options.get_float("stopping_threshold")),
-          divergence_threshold_(options.get_float("divergence_threshold")) {
+          divergence_threshold_(options.get_float("divergence_threshold")), strict_(options.get_bool("strict")),
+          verbose_(options.get_bool("verbose")) {
         const std::string mode = options.get_string("mode");
         if (mode != "min" && mode != "max") throw trainhost::sdk::OptionError("mode must be min or max, not '" + mode + "'");
         if (monitor_.empty()) throw trainhost::sdk::OptionError("monitor must name a metric");
@@ -55,6 +61,7 @@ public:
     // After a resume the restored state may already call for a stop.
     void on_fit_start(Context& ctx) override {
         checks_in_fit_ = epochs_ended_in_fit_ = 0;
+        missing_warned_ = false;
         checks_are_ = ctx.state().check_val_every_n_epoch > 1 ? "validation(s)" : "epoch(s)";
         if (restored_ && wait_ > 0 && wait_ >= patience_)
             ctx.request_stop(reason("had already not improved for " + std::to_string(wait_) + " " + checks_are_ + " when saved"));
@@ -70,6 +77,13 @@ public:
         // Where validation runs every few epochs, the check waits for one, as Lightning's
         // runs at validation end: patience counts validations.
         if (!validation_.monitor_acts(ctx.state())) return;
+        // Lightning's strict = False: a monitor that is not there skips the check.
+        if (!strict_ && !ctx.metric(monitor_)) {
+            if (!std::exchange(missing_warned_, true))
+                ctx.warn("monitored metric '" + monitor_ + "' is not among the metrics (strict = false): its checks "
+                         "are skipped until it is");
+            return;
+        }
         ++checks_in_fit_;
         // Metrics appear only during the fit, so a misspelt monitor is caught here.
         const double v = ctx.named_metric(monitor_, "monitored metric");
@@ -90,12 +104,18 @@ public:
             return;
         }
         if (better(v, maximize_ ? best_ + min_delta_ : best_ - min_delta_)) {
+            if (verbose_) ctx.info(improvement_text(v));
             best_ = v;
             best_epoch_ = epoch;
             wait_ = 0;
             return;
         }
-        if (++wait_ < patience_) return;
+        ++wait_;
+        if (verbose_)
+            ctx.info("early_stopping: " + monitor_ + " = " + format_number(v) + " did not improve on " +
+                     format_number(best_) + " (" + std::to_string(wait_) + " of " + std::to_string(patience_) + " " +
+                     checks_are_ + ")");
+        if (wait_ < patience_) return;
         const std::string what = min_delta_ >= 0
                                      ? "did not improve by more than " + format_number(min_delta_)
                                      : "was " + format_number(-min_delta_) + " or more worse than its best";
@@ -160,6 +180,14 @@ private:
     static constexpr std::int64_t kMostEpochs = TH_MAX_EPOCHS;  // the host's limit on `epochs`
 
     [[nodiscard]] bool better(double a, double b) const { return maximize_ ? a > b : a < b; }
+    // Lightning's: "Metric val_loss improved by 0.02 >= min_delta = 0. New best score: 0.35".
+    [[nodiscard]] std::string improvement_text(double v) const {
+        const bool first = best_ == (maximize_ ? -std::numeric_limits<double>::infinity()
+                                               : std::numeric_limits<double>::infinity());
+        if (first) return "early_stopping: " + monitor_ + " improved. New best score: " + format_number(v);
+        return "early_stopping: " + monitor_ + " improved by " + format_number(std::fabs(v - best_)) +
+               " >= min_delta = " + format_number(min_delta_) + ". New best score: " + format_number(v);
+    }
     [[nodiscard]] std::string reason(const std::string& what) const {
         // Still the starting bound (every value so far NaN, with check_finite off): no epoch set a best.
         if (best_ == (maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity()))
@@ -175,6 +203,9 @@ private:
     bool check_finite_;
     double stopping_threshold_;
     double divergence_threshold_;
+    bool strict_;
+    bool verbose_;
+    bool missing_warned_ = false;  // a non-strict monitor's absence, told once a fit
     bool maximize_ = false;
     double best_ = 0;
     std::int64_t wait_ = 0;

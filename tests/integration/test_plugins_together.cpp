@@ -122,3 +122,46 @@ TEST_CASE("early_stopping's negative min_delta lets a small change for the worse
     CHECK(infinite.exit_code == 1);
     CHECK_THAT(infinite.err, Contains("min_delta must be a finite number"));
 }
+
+// Lightning's strict = False: a monitor that is not there skips the check instead of
+// failing the fit; strict (the default) fails it, as Lightning's raises.
+TEST_CASE("early_stopping's strict = false skips the checks of a monitor that is not there", "[early_stopping]") {
+    TempDir dir;
+    const auto run_with = [&](const std::string& strict) {
+        auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.early_stopping]\nmonitor = \"val_f1\"\n" + strict));
+        return run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+    };
+    auto lenient = run_with("strict = false\n");
+    INFO(lenient.out << lenient.err);
+    CHECK(lenient.exit_code == 0);
+    CHECK_THAT(lenient.out, Contains("fit 1/1: 3 epochs"));
+    const std::string warning = "warning: [early_stopping] monitored metric 'val_f1' is not among the metrics (strict = "
+                                "false): its checks are skipped until it is\n";
+    CHECK_THAT(lenient.err, Contains(warning));
+    CHECK(lenient.err.find(warning) == lenient.err.rfind(warning));  // once a fit
+    auto strict = run_with("");
+    CHECK(strict.exit_code == 4);
+    CHECK_THAT(strict.err, Contains("monitored metric 'val_f1' does not exist"));
+}
+
+// Lightning's verbose: a line at each check, in its words where the metric improved.
+TEST_CASE("early_stopping's verbose says at each check whether the metric improved", "[early_stopping]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(4, "\n[plugins.early_stopping]\nmode = \"max\"\npatience = 2\n"
+                                                       "verbose = true\n"));
+    auto run = run_trainhost({"--config", config.string(), "--plugins=early_stopping"});
+    INFO(run.out << run.err);
+    REQUIRE(run.exit_code == 0);
+    // val_loss falls every epoch here: with mode = "max" only the first is a best.
+    CHECK_THAT(run.out, Contains("early_stopping: val_loss improved. New best score: "));
+    CHECK_THAT(run.out, Contains(" (1 of 2 epoch(s))\n") && Contains(" (2 of 2 epoch(s))\n"));
+    CHECK_THAT(run.out, Contains("fit 1/1: 3 epochs"));
+    auto improving = run_trainhost({"--config", dir.write("min.toml", tiny_config(2, "\n[plugins.early_stopping]\n"
+                                                                                    "verbose = true\n")).string(),
+                                    "--plugins=early_stopping"});
+    CHECK_THAT(improving.out, Contains("early_stopping: val_loss improved by ") &&
+                                  Contains(" >= min_delta = 0. New best score: "));
+    auto quiet = run_trainhost({"--config", dir.write("quiet.toml", tiny_config(2, "\n[plugins.early_stopping]\n")).string(),
+                                "--plugins=early_stopping"});
+    CHECK_THAT(quiet.out, !Contains("early_stopping: val_loss"));
+}
