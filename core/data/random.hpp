@@ -55,6 +55,11 @@ namespace trainhost::data {
 /// stream, as were the first epoch's shuffle and the synthetic data's mixing matrix.
 enum class SeedPurpose : std::uint64_t { split = 1, weight_init, shuffle, dropout, synthetic_data };
 
+/// Which way of drawing the purposes' streams a checkpoint's run used: 2, this one; a
+/// file without the key (trainer.seed_streams) is from before, when the purposes shared
+/// streams, and its split, order and synthetic data are not this build's for its seed.
+inline constexpr std::uint64_t kSeedStreamsVersion = 2;
+
 /// The base seed of one purpose; its sub-streams (epochs, layers, samples) are
 /// derive_seed(purpose_seed(seed, purpose), n).
 [[nodiscard]] constexpr std::uint64_t purpose_seed(std::uint64_t run_seed, SeedPurpose purpose) noexcept {

@@ -20,7 +20,7 @@ constexpr double kMixingStd = 1.5;
 constexpr double kBiasStd = 0.5;
 // sigmoid(10) ~ 1 - 4.5e-5 still rounds below 1.0f, keeping values in (0,1).
 constexpr double kPreActivationClamp = 10.0;
-// Stream 0 of the seed draws the mixing parameters; sample i uses stream i+1,
+// Stream 0 of the seed's synthetic-data stream draws the mixing parameters; sample i uses stream i+1,
 // which is what makes samples independent of the requested sample count.
 constexpr std::uint64_t kParameterStream = 0;
 

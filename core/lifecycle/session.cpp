@@ -242,8 +242,10 @@ void Session::check_scope(th_scope scope, std::string_view boundary) {
         throw FitFailure(fmt::format("resource contract violated at {}: {}", boundary, first), kExitResourceContract);
 }
 
-// Checked after fit_start (in predict mode after to_device), after epoch_start, after a
-// training step, after an epoch's end and after a predict pass, never inside one: what
+// Checked as a fit starts, after to_device (a resume's checkpoint restored) and after
+// fit_start (in predict mode after to_device), after the sanity check, after
+// epoch_start, after a training step, after an epoch's end and after a predict pass,
+// never inside one: what
 // on_exception sees, and a checkpoint saved there, is a state a resume continues
 // from exactly (an epoch's validation and epoch_end are never cut short).
 void Session::check_interrupt() {
@@ -299,6 +301,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
     state_.batch_samples = 0;
     state_.samples_seen = 0;
     state_.sanity_checking = 0;
+    model_device_ = home_device_;
     state_.device = devices_[home_device_]->name().c_str();
     fit_step_ = 0;
     fit_window_ = 0;
@@ -463,10 +466,12 @@ void Session::train_fit(FitRecord& record) {
     restore_checkpoint();
     dispatch(TH_HOOK_TO_DEVICE);
     apply_pending_move();
+    // Ctrl-C in setup or to_device: here, once a resume's checkpoint is restored, so that
+    // a save on interrupt holds the resumed state, not a fresh model.
+    check_interrupt();
     dispatch(TH_HOOK_FIT_START);
     apply_pending_move();
-    // Ctrl-C in setup, to_device or fit_start: before a step, not after the first.
-    check_interrupt();
+    check_interrupt();  // in fit_start: before the first step, not after it
     const std::uint32_t first_epoch = std::exchange(start_epoch_, 0);
     // A resume within an epoch whose batches max_steps already ended (an interrupt
     // or a step-based save at its last step) still ends that epoch, as the run would have.

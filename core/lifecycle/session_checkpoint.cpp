@@ -413,6 +413,11 @@ void Session::refuse_other_epoch_order(const checkpoint::CheckpointData& data, c
     // The seed orders each epoch's samples, and splits them where the split is seeded.
     const std::uint64_t seed = meta_number(data, "trainer.seed", file);
     if (now.shuffle && seed != options_.config.seed) refuse("seed", seed, options_.config.seed);
+    if (now.shuffle && data.meta("trainer.seed_streams") == nullptr)
+        throw ConfigError(fmt::format("{}: saved within epoch {} by a trainhost from before trainer.seed_streams, whose "
+                                      "data order came from the seed by other draws: {} (resume from a save at an "
+                                      "epoch's end)",
+                                      file, start_epoch_ + 1, consequence));
     if (data.meta("data.train_crc32") != nullptr && meta_number(data, "data.train_crc32", file) != samples_crc().train)
         throw ConfigError(fmt::format("{}: saved within epoch {} with other training samples than this run's (the "
                                       "seed, [data] path, limit or validation_fraction, or the files changed): {} "
@@ -552,6 +557,16 @@ void Session::restore_checkpoint() {
                             path, fit.requested_stop, minimum_met() ? "takes effect now" : "is held again",
                             options_.config.min_epochs, options_.config.min_steps);
     }
+    if (data.meta("trainer.seed_streams") != nullptr &&
+        meta_number(data, "trainer.seed_streams", file) != data::kSeedStreamsVersion)
+        throw ConfigError(fmt::format("{}: saved with seed streams {}, this build draws its split, data order and "
+                                      "weights from the seed by version {}",
+                                      file, meta_number(data, "trainer.seed_streams", file), data::kSeedStreamsVersion));
+    if (data.meta("trainer.seed_streams") == nullptr)
+        err_ << fmt::format("warning: {}: saved by a trainhost from before trainer.seed_streams, which drew the split, "
+                            "the data order, the initial weights and the synthetic data from the seed otherwise: this "
+                            "run's split and order are not the saved run's\n",
+                            file);
     if (meta_number(data, "trainer.seed", file) != options_.config.seed)
         err_ << fmt::format("warning: {}: saved with seed {}, resuming with seed {}: data order will differ\n", file,
                             meta_number(data, "trainer.seed", file), options_.config.seed);

@@ -69,6 +69,7 @@ void Session::save_checkpoint(resources::OwnerId owner, std::string_view path, b
     data.metadata["trainer.global_step"] = std::to_string(state_.global_step);
     data.metadata["trainer.fit_step"] = std::to_string(batches_completed_);
     data.metadata["trainer.seed"] = std::to_string(options_.config.seed);
+    data.metadata["trainer.seed_streams"] = std::to_string(data::kSeedStreamsVersion);
     // A stop that min_epochs or min_steps held: the fit ends once they are met, the
     // resumed one too (the plugin that asked may not ask again: early_stopping's
     // patience may since have been reset by an improvement), also from the save where

@@ -83,6 +83,9 @@ std::uint64_t Session::train_epoch() {
                 // report see are the failed batch's, not the last finite ones (the epoch's
                 // mean with a NaN or an infinity in it is that too).
                 metrics_["batch_loss"] = metrics_["train_loss"] = loss;
+                if (train_.classes > 0)
+                    metrics_["train_accuracy"] = static_cast<double>(epoch_correct_ + batch_correct) /
+                                                 static_cast<double>(state_.samples_seen + rows);
                 throw FitFailure::non_finite("loss", loss, fmt::format("fit {} epoch {} batch {}", state_.fit_index + 1,
                                                                        state_.epoch + 1, b + 1));
             }

@@ -113,7 +113,9 @@ th_status metric_get(th_host* host, const char* key, double* out) {
 th_status metric_set(th_host* host, const char* key, double value) {
     return guarded(host, "metric_set", kTraining, [&] {
         if (key == nullptr || *key == '\0') return fail(host, TH_INVALID_ARGUMENT, "metric_set needs a key");
-        // Names that were fine before declarations (ABI 1.2) stay fine for older plugins.
+        // Names no declaration could name ('*', ',', a blank) stay fine for plugins from
+        // before declarations (ABI 1.2); an empty name, a control character or a byte that
+        // is no UTF-8 is refused from any plugin.
         const std::string why = host->declared_writes ? invalid_metric_key(key) : unusable_metric_key(key);
         if (!why.empty()) return fail(host, TH_INVALID_ARGUMENT, "metric_set: " + why);
         if (th_status s = check_declared_write(host, "metric_set", std::string(kMetricPrefix) + key); s != TH_OK)

@@ -142,7 +142,7 @@ private:
 class MetricsLogger final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "metrics_logger";
-    static constexpr const char* version = "1.2.1";  // 1.2: a test row at fit_end
+    static constexpr const char* version = "1.2.1";  // 1.2.1: dir checked at create, test row by test_loss; 1.2: a test row
     static constexpr const char* description = "every metric per step and per epoch to CSV and JSON Lines";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {

@@ -42,7 +42,7 @@ bool draws_in_place() {
 class Progress final : public trainhost::sdk::Callback {
 public:
     static constexpr const char* name = "progress";
-    static constexpr const char* version = "1.1.3";  // 1.1.3: the epoch line's rate is the core's samples_per_second  // 1.1: val_* figures only for an epoch with a validation
+    static constexpr const char* version = "1.1.3";  // 1.1.3: the core's samples_per_second; 1.1: val_* only where validated
     static constexpr const char* description = "live progress bar on a terminal, one line per epoch otherwise";
     static constexpr const char* reads = "metrics";
     static constexpr th_option_spec options[] = {

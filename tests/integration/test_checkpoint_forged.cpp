@@ -314,3 +314,42 @@ TEST_CASE("random generator and plugin state of another dtype and a shape whose 
                                      "[4294967296, 4294967296], whose size overflows 64 bits\n"));
     }
 }
+
+// A file from before the seed's purposes had streams of their own split and ordered the
+// samples by other draws of the seed: said at an epoch's end, refused within an epoch,
+// whose remaining batches would not be the ones it left.
+TEST_CASE("a checkpoint from before trainer.seed_streams resumes with a warning, and not within an epoch",
+          "[checkpoint][resume]") {
+    const Saved saved(Saved::Edits{{"save_last = true\n", "save_last = true\nevery_n_epochs = 0\nevery_n_train_steps = 1\n"
+                                                          "save_top_k = -1\nfilename = \"{step}\"\n"}});
+    const auto at_epoch_end = saved.data();
+    REQUIRE(at_epoch_end.meta("trainer.seed_streams") != nullptr);
+    CHECK(*at_epoch_end.meta("trainer.seed_streams") == "2");
+    SECTION("at an epoch's end") {
+        auto run = saved.resume(without(at_epoch_end, "trainer.seed_streams"));
+        CHECK(run.exit_code == 0);
+        CHECK_THAT(run.err, Contains("forged.safetensors: saved by a trainhost from before trainer.seed_streams, "
+                                     "which drew the split, the data order, the initial weights and the synthetic data "
+                                     "from the seed otherwise: this run's split and order are not the saved run's\n"));
+    }
+    SECTION("within an epoch") {
+        const auto within = trainhost::checkpoint::read_checkpoint(saved.ckpt() / "step=1.safetensors");
+        REQUIRE(*within.meta("trainer.batches_done") == "1");
+        auto run = saved.resume(without(within, "trainer.seed_streams"));
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("forged.safetensors: saved within epoch 1 by a trainhost from before "
+                                     "trainer.seed_streams, whose data order came from the seed by other draws: the "
+                                     "epoch's remaining samples would not be those the saved run had left"));
+        // The file as saved resumes there.
+        trainhost::checkpoint::write_checkpoint(saved.forged_path(), within);
+        CHECK(saved.run({"--resume", saved.forged_path().string()}).exit_code == 0);
+    }
+    SECTION("from a build that draws them otherwise") {
+        auto newer = at_epoch_end;
+        newer.metadata["trainer.seed_streams"] = "3";
+        auto run = saved.resume(newer);
+        CHECK(run.exit_code == 1);
+        CHECK_THAT(run.err, Contains("forged.safetensors: saved with seed streams 3, this build draws its split, data "
+                                     "order and weights from the seed by version 2"));
+    }
+}

@@ -270,8 +270,9 @@ typedef struct th_host_api {
 
     th_status (*train_state)(th_host* host, th_train_state* out);
 
-    /* Metrics: the core's (train_loss, val_loss, val_accuracy, ...) and plugins'. A
-     * key is UTF-8 text without control characters (else TH_INVALID_ARGUMENT). */
+    /* Metrics: the core's (train_loss, val_loss, val_accuracy, ...) and plugins'.
+     * metric_set refuses a key that is not UTF-8 text without control characters
+     * (TH_INVALID_ARGUMENT). */
     th_status (*metric_get)(th_host* host, const char* key, double* out);
     th_status (*metric_set)(th_host* host, const char* key, double value);
 
