@@ -346,12 +346,14 @@ int run_command(int argc, char** argv) {
     validate_command->add_option("--timeout", checks.timeout_seconds, "seconds each test may take")
         ->transform(integer_in(1, 86400));
     std::string one_test;
+    int result_fd = -1;
     CLI::App* validate_one = app.add_subcommand("__validate-one", "");  // a child of validate: one test
     validate_one->group("");
     validate_one->add_option("--test", one_test)->required();
     validate_one->add_option("--plugin", checks.plugin)->required();
     validate_one->add_option("--seed", checks.seed);
     validate_one->add_option("--config", checks.config);
+    validate_one->add_option("--result-fd", result_fd);
     app.require_subcommand(0, 1);
 
     if (argc <= 1) {  // a bare `trainhost` asks what it can do
@@ -409,7 +411,7 @@ int run_command(int argc, char** argv) {
                                               checks.repeat, INT64_MAX));
             return validate::validate_plugin(checks, std::cout, std::cerr);
         }
-        if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout);
+        if (validate_one->parsed()) return validate::run_conformance_test(one_test, checks, std::cout, result_fd);
         if (args.config.empty()) {
             std::cerr << "error: --config FILE is required to train\n(run trainhost --help for usage)\n";
             return kExitUsage;

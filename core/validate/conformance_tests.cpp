@@ -9,8 +9,11 @@
 #include "validate/validate.hpp"
 #include "validate/validation_host.hpp"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <fcntl.h>
+#include <unistd.h>
 #include <fmt/format.h>
 #include <csignal>
 #include <fstream>
@@ -494,7 +497,30 @@ const std::vector<ConformanceTestInfo>& conformance_tests() {
     return infos;
 }
 
-int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out) {
+namespace {
+
+// One line, whatever the message holds, and short enough for the pipe's buffer.
+void give_result(std::ostream& out, int result_fd, const std::string& verdict, const std::string& message) {
+    const std::string line = verdict + (message.empty() ? "" : " " + printable(message, 4000));
+    if (result_fd < 0) {
+        out << "RESULT " << line << '\n' << std::flush;
+        return;
+    }
+    out << std::flush;
+    const std::string text = line + '\n';
+    for (std::size_t written = 0; written < text.size();) {
+        const ssize_t n = ::write(result_fd, text.data() + written, text.size() - written);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return;  // the parent is gone: nobody to tell
+        written += static_cast<std::size_t>(n);
+    }
+}
+
+}  // namespace
+
+int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out, int result_fd) {
+    // Not a plugin's to inherit into a process it starts, which could write to it.
+    if (result_fd >= 0) ::fcntl(result_fd, F_SETFD, FD_CLOEXEC);
     for (const auto& t : registry()) {
         if (t.info.name != test) continue;
         std::string failure;
@@ -517,13 +543,12 @@ int run_conformance_test(const std::string& test, const ValidateOptions& options
         } catch (const std::exception& e) {
             failure = e.what();
         }
-        if (failure.rfind("skip: ", 0) == 0) out << "RESULT SKIP " << failure.substr(6) << '\n';
-        else if (failure.empty()) out << "RESULT PASS\n";
-        else out << "RESULT FAIL " << failure << '\n';
-        out << std::flush;
+        if (failure.rfind("skip: ", 0) == 0) give_result(out, result_fd, "SKIP", failure.substr(6));
+        else if (failure.empty()) give_result(out, result_fd, "PASS", "");
+        else give_result(out, result_fd, "FAIL", failure);
         return failure.empty() || failure.rfind("skip: ", 0) == 0 ? 0 : 1;
     }
-    out << "RESULT FAIL no conformance test named '" << test << "'\n";
+    give_result(out, result_fd, "FAIL", "no conformance test named '" + test + "'");
     return 1;
 }
 

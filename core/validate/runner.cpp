@@ -39,18 +39,48 @@ struct Outcome {
     double seconds = 0;
 };
 
-// Runs `trainhost __validate-one` for one test and reads its verdict.
+// What a child printed, its last kKeptOutput bytes: for the last line it reached, and
+// never more than that however much a plugin writes.
+constexpr std::size_t kKeptOutput = 64 * 1024;
+
+void keep_tail(std::string& output, const char* bytes, std::size_t count) {
+    output.append(bytes, count);
+    if (output.size() > 2 * kKeptOutput) output.erase(0, output.size() - kKeptOutput);
+}
+
+// Everything readable from `fd` now, without waiting for more.
+std::string read_available(int fd) {
+    std::string text;
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    char buffer[4096];
+    for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR);)
+        if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
+    return text;
+}
+
+// Runs `trainhost __validate-one` for one test and reads its verdict. The verdict comes
+// on a pipe of its own (the child's fd kResultFd), not among the plugin's output, which
+// could hold a line like it; and a test passes only where the child also exited 0.
 Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& options, std::uint64_t seed,
                   const std::filesystem::path& workdir) {
+    constexpr int kResultFd = 3;
     const auto started = std::chrono::steady_clock::now();
     Outcome outcome{test.name, "FAIL", "", 0};
     int pipe_fds[2];
+    int result_fds[2];
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
         outcome.message = fmt::format("cannot create a pipe: {}", std::strerror(errno));
         return outcome;
     }
-    std::vector<std::string> args = {"trainhost",  "__validate-one", "--test", test.name, "--seed", std::to_string(seed),
-                                     "--plugin", options.plugin};
+    if (::pipe2(result_fds, O_CLOEXEC) != 0) {
+        outcome.message = fmt::format("cannot create a pipe: {}", std::strerror(errno));
+        ::close(pipe_fds[0]);
+        ::close(pipe_fds[1]);
+        return outcome;
+    }
+    std::vector<std::string> args = {"trainhost", "__validate-one", "--test",   test.name,
+                                     "--seed",    std::to_string(seed), "--plugin", options.plugin,
+                                     "--result-fd", std::to_string(kResultFd)};
     if (!options.config.empty()) {
         args.push_back("--config");
         args.push_back(options.config);
@@ -62,77 +92,105 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&actions, pipe_fds[1], STDERR_FILENO);
+    posix_spawn_file_actions_adddup2(&actions, result_fds[1], kResultFd);
     // Plugins may write files (checkpoints, logs): keep them out of the user's directory.
     posix_spawn_file_actions_addchdir_np(&actions, workdir.c_str());
     pid_t child = 0;
     const int spawned = posix_spawn(&child, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     ::close(pipe_fds[1]);
+    ::close(result_fds[1]);
     if (spawned != 0) {
         ::close(pipe_fds[0]);
+        ::close(result_fds[0]);
         outcome.message = fmt::format("cannot start a child process: {}", std::strerror(spawned));
         return outcome;
     }
+    // Read until the child has exited, not until its output ends: a process a plugin
+    // started may hold the pipe open long after the test is over.
     std::string output;
     const auto deadline = started + std::chrono::seconds(options.timeout_seconds);
     bool timed_out = false;
-    for (;;) {
+    int status = 0;
+    for (bool exited = false; !exited;) {
+        const pid_t done = ::waitpid(child, &status, WNOHANG);
+        if (done == child || (done < 0 && errno != EINTR)) break;
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             timed_out = true;
             ::kill(child, SIGKILL);
+            while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+            }
             break;
         }
         pollfd fd{pipe_fds[0], POLLIN, 0};
-        const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
-        if (ready < 0 && errno != EINTR) break;
+        const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 20)));
         if (ready <= 0) continue;
         char buffer[4096];
         const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
-        if (got <= 0) break;
-        output.append(buffer, static_cast<std::size_t>(got));
-    }
-    ::close(pipe_fds[0]);
-    // The child may close its output and still not exit: the same deadline holds.
-    int status = 0;
-    for (;;) {
-        const pid_t done = ::waitpid(child, &status, WNOHANG);
-        if (done == child || (done < 0 && errno != EINTR)) break;
-        if (std::chrono::steady_clock::now() >= deadline && !timed_out) {
-            timed_out = true;
-            ::kill(child, SIGKILL);
+        if (got > 0) keep_tail(output, buffer, static_cast<std::size_t>(got));
+        // At the end of its output the child is about to exit, or has closed it and goes
+        // on: either way, poll no more and wait for it by the deadline.
+        if (got == 0) {
+            fd.fd = -1;
+            for (;;) {
+                const pid_t ended = ::waitpid(child, &status, WNOHANG);
+                if (ended == child || (ended < 0 && errno != EINTR)) {
+                    exited = true;
+                    break;
+                }
+                if (std::chrono::steady_clock::now() >= deadline) {
+                    timed_out = true;
+                    ::kill(child, SIGKILL);
+                    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+                    }
+                    exited = true;
+                    break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            }
         }
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
+    const std::string rest = read_available(pipe_fds[0]);
+    keep_tail(output, rest.data(), rest.size());
+    ::close(pipe_fds[0]);
+    const std::string result = read_available(result_fds[0]);
+    ::close(result_fds[0]);
     outcome.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    const auto result = output.rfind("RESULT ");
     // The last line the child reached, for a crash or a hang in the middle of a test.
     std::string last_line = output.substr(0, output.find_last_not_of('\n') + 1);
     last_line = last_line.substr(last_line.rfind('\n') == std::string::npos ? 0 : last_line.rfind('\n') + 1);
+    const std::string reached = last_line.empty() ? "" : " (last: " + printable(last_line, 200) + ")";
+    const std::string line = result.substr(0, result.find('\n'));
+    const std::string verdict = line.substr(0, line.find(' '));
+    const std::string said = line.find(' ') == std::string::npos ? "" : line.substr(line.find(' ') + 1);
+    const bool known = verdict == "PASS" || verdict == "FAIL" || verdict == "SKIP";
     if (timed_out) {
-        outcome.message = fmt::format("hung: killed after {} s{}", options.timeout_seconds,
-                                      last_line.empty() ? "" : " (last: " + last_line + ")");
+        outcome.message = fmt::format("hung: killed after {} s{}", options.timeout_seconds, reached);
     } else if (WIFSIGNALED(status)) {
-        outcome.message = fmt::format("crashed with signal {} ({}){}", WTERMSIG(status), strsignal(WTERMSIG(status)),
-                                      last_line.empty() ? "" : " (last: " + last_line + ")");
-    } else if (result == std::string::npos) {
-        outcome.message = fmt::format("the test process exited with {} and no result{}", WEXITSTATUS(status),
-                                      last_line.empty() ? "" : " (last: " + last_line + ")");
+        outcome.message = fmt::format("crashed with signal {} ({}){}", WTERMSIG(status), strsignal(WTERMSIG(status)), reached);
+    } else if (!known) {
+        outcome.message = fmt::format("the test process exited with {} and no result{}", WEXITSTATUS(status), reached);
+    } else if (verdict != "FAIL" && WEXITSTATUS(status) != 0) {
+        outcome.message = fmt::format("the test process exited with {} after its result ({}{}){}", WEXITSTATUS(status),
+                                      verdict, said.empty() ? "" : " " + said, reached);
     } else {
-        std::string line = output.substr(result + 7);
-        line = line.substr(0, line.find('\n'));
-        outcome.status = line.substr(0, 4);
-        outcome.message = line.size() > 5 ? line.substr(5) : "";
+        outcome.status = verdict;
+        outcome.message = said;
     }
     return outcome;
 }
 
 // The file says encoding="UTF-8"; a plugin's message need not be, so each bad byte
-// becomes U+FFFD, as in the JSON report.
+// becomes U+FFFD, as in the JSON report; so do U+FFFE and U+FFFF, UTF-8 that XML 1.0
+// allows in no document (an option's value in a refusal may hold them).
 std::string xml_escape(const std::string& raw) {
-    const std::string text =
+    std::string text =
         nlohmann::json::parse(nlohmann::json(raw).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace))
             .get<std::string>();
+    for (const char* noncharacter : {"\xEF\xBF\xBE", "\xEF\xBF\xBF"})
+        for (std::size_t at = text.find(noncharacter); at != std::string::npos; at = text.find(noncharacter, at + 3))
+            text.replace(at, 3, "\xEF\xBF\xBD");
     std::string out;
     for (char c : text) {
         switch (c) {

@@ -36,7 +36,10 @@ struct ConformanceTestInfo {
 // --junit file could not be written at the end, which is said on `err`).
 [[nodiscard]] int validate_plugin(const ValidateOptions& options, std::ostream& out, std::ostream& err);
 
-// Child: runs one test in this process and prints "RESULT PASS|FAIL|SKIP message".
-[[nodiscard]] int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out);
+// Child: runs one test in this process and gives "PASS|FAIL|SKIP message" (one line) on
+// `result_fd`, where the parent reads it apart from what the plugin prints; without
+// one (-1), prints "RESULT PASS|FAIL|SKIP message" on `out`. Returns 0 for PASS and SKIP.
+[[nodiscard]] int run_conformance_test(const std::string& test, const ValidateOptions& options, std::ostream& out,
+                                       int result_fd = -1);
 
 }  // namespace trainhost::validate

@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <trainhost/abi.h>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <set>
@@ -170,6 +171,25 @@ TEST_CASE("a plugin that crashes or hangs fails that test, and validate goes on"
     CHECK_THAT(run.out, Contains("FAIL  lifecycle") && Contains("the test process exited with 7 and no result"));
 }
 
+// The verdict comes apart from what the plugin prints: a failure whose message, or
+// output, holds "RESULT PASS" is still a failure (a line like it used to be read as the
+// verdict); and a test is over when its process ends, not when every process it
+// started lets go of its output.
+TEST_CASE("a plugin's output cannot pass a test for it, nor a process it leaves hold validate up", "[validate]") {
+    TempDir dir;
+    auto forged = dir.write("forged.toml", "[plugins.test_thrower]\nhook = \"epoch_end\"\nhow = \"forge_result\"\n");
+    auto run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--config", forged.string()});
+    CHECK(run.exit_code == 1);
+    CHECK_THAT(run.out, Contains("  FAIL  lifecycle                plugin 'test_thrower' failed in epoch_end: deliberate "
+                                 "failure in epoch_end\\u000aRESULT PASS\n"));
+    auto forks = dir.write("fork.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"fork\"\n");
+    run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "15", "--config",
+                         forks.string()});
+    INFO(run.out);
+    CHECK(run.exit_code == 0);
+    CHECK_THAT(run.out, Contains("  PASS  lifecycle "));
+}
+
 TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     TempDir dir;
     auto junit = dir.path() / "report.xml";
@@ -182,13 +202,26 @@ TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
     auto leaky = run_trainhost({"validate", test_plugin("test_leaky"), "--junit", junit.string()});
     CHECK(leaky.exit_code == 1);
     CHECK_THAT(test_support::read_file(junit), Contains("<failure message=\"leak: plugin=test_leaky"));
-    // A plugin's bytes that are not UTF-8 reach the UTF-8 XML as U+FFFD.
+    // A plugin's bytes that are not UTF-8 reach the UTF-8 XML escaped, as the line
+    // printed for the test shows them.
     auto options = dir.write("leaky.toml", "[plugins.test_leaky]\ninvalid_utf8_tag = true\n");
     leaky = run_trainhost({"validate", test_plugin("test_leaky"), "--config", options.string(), "--junit", junit.string()});
     CHECK(leaky.exit_code == 1);
     const std::string bad_xml = test_support::read_file(junit);
-    CHECK_THAT(bad_xml, Contains("\xEF\xBF\xBD"));
+    CHECK_THAT(bad_xml, Contains("tag=forgotten\\xff "));
     CHECK(bad_xml.find('\xFF') == std::string::npos);
+    // U+FFFF is UTF-8 no XML document may hold: an option's value quoted in a refusal
+    // becomes U+FFFD, and the file parses (it used to be refused as not well-formed).
+    auto nonchar = dir.write("nonchar.toml", "[plugins.progress]\nmode = \"x\\uFFFFy\"\n");
+    auto refused = run_trainhost({"validate", "progress", "--strictness", "3", "--config", nonchar.string(), "--junit",
+                                  junit.string()});
+    CHECK(refused.exit_code == 1);
+    const std::string refused_xml = test_support::read_file(junit);
+    CHECK_THAT(refused_xml, Contains("not 'x\xEF\xBF\xBDy'"));
+    CHECK(refused_xml.find("\xEF\xBF\xBF") == std::string::npos);
+    if (std::system("python3 -c 'import xml.dom.minidom' 2>/dev/null") == 0)
+        CHECK(std::system(("python3 -c 'import sys, xml.dom.minidom; xml.dom.minidom.parse(sys.argv[1])' '" + junit.string() +
+                           "'").c_str()) == 0);
     // To the run's own stdout: the XML after the lines printed before it.
     auto piped = run_trainhost({"validate", "early_stopping", "--strictness", "1", "--junit", "/dev/stdout"});
     CHECK(piped.exit_code == 0);

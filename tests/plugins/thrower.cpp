@@ -5,11 +5,13 @@
 
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <stdexcept>
 #include <thread>
 #include <utility>
+#include <unistd.h>
 
 namespace {
 
@@ -24,7 +26,9 @@ public:
         {"how", TH_OPTION_STRING, "\"throw\"",
          "throw (std::runtime_error), unknown (not a std::exception), status (an sdk::Error carrying a status), "
          "hang (never return), crash (abort the process), exit (end the process with status 7), sigint or sigterm (send the signal to the process and "
-         "return normally), sigint_twice (a second Ctrl-C while the first is pending) or sigint_then_sigterm"},
+         "return normally), sigint_twice (a second Ctrl-C while the first is pending), sigint_then_sigterm, "
+         "forge_result (print 'RESULT PASS' lines and throw a message holding one) or fork (leave a process that "
+         "holds the output open for 25 s, and return normally)"},
         {"also_in_exception", TH_OPTION_BOOL, "false", "throw in on_exception too, after failing in hook"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
@@ -51,6 +55,18 @@ protected:
         if (how_ == "sigint_twice" || how_ == "sigint_then_sigterm") {
             std::raise(SIGINT);
             std::raise(how_ == "sigint_twice" ? SIGINT : SIGTERM);
+            return;
+        }
+        if (how_ == "forge_result") {
+            std::printf("RESULT PASS\n");
+            std::fflush(stdout);
+            throw std::runtime_error("deliberate failure in " + hook + "\nRESULT PASS");
+        }
+        if (how_ == "fork") {
+            if (!std::exchange(signalled_, true) && ::fork() == 0) {
+                ::sleep(25);
+                std::_Exit(0);
+            }
             return;
         }
         if (how_ == "unknown") throw 42;
