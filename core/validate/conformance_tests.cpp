@@ -334,9 +334,20 @@ std::string test_failure_paths(TestContext& c) {
         const std::string failure = host.fail_fit(*instance, signal == 0 ? "validate: a deliberate failure of the fit"
                                                                           : "interrupted by SIGINT in fit 1, epoch 2",
                                                   signal);
-        auto leaks = host.destroy(std::move(instance));
+        // As a failed run checks the fit scope after teardown, before any destructor: a
+        // lease only a destructor gives back is a leak there.
+        auto leaks = host.ledger().end_owner(instance->owner(), TH_SCOPE_FIT, "teardown", resources::ViolationPolicy::fail);
+        const std::string name(instance->name());
+        auto at_destroy = host.destroy(std::move(instance));
+        leaks.insert(leaks.end(), at_destroy.begin(), at_destroy.end());
         if (!failure.empty()) return fmt::format("{}: {}", after, failure);
         if (!leaks.empty()) return fmt::format("{}: {}", after, leak_with_fix(leaks.front()));
+        // A misuse in on_exception or teardown (a stop asked for there, say) fails a real
+        // run; one elsewhere is the test named for its kind's to report.
+        for (const auto& misuse : host.ledger().misuses())
+            if (misuse.owner == name && (misuse.phase == resources::Phase::exception ||
+                                         misuse.phase == resources::Phase::teardown))
+                return fmt::format("{}: {}", after, resources::format_misuse(misuse));
     }
     return {};
 }

@@ -57,23 +57,41 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
         return failure.empty();
     };
     if (!(hook(TH_HOOK_SETUP) && hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START))) return failure;
+    // As a training session runs them: the state and metrics a plugin reads in each
+    // hook are those a real fit gives it there.
     for (std::uint32_t e = 0; e < epochs && failure.empty(); ++e) {
         state_.epoch = e;
         state_.batches_in_epoch = batches;
+        state_.batch_index = 0;
+        state_.batch_samples = 0;
+        state_.samples_seen = 0;
         hook(TH_HOOK_EPOCH_START);
         for (std::uint32_t b = 0; b < batches && failure.empty(); ++b) {
             state_.batch_index = b;
             state_.batch_samples = 4;
-            state_.samples_seen = 4 * (b + 1);
-            for (th_hook h : {TH_HOOK_BATCH_START, TH_HOOK_BEFORE_BACKWARD, TH_HOOK_AFTER_BACKWARD,
-                              TH_HOOK_BEFORE_OPTIMIZER_STEP, TH_HOOK_AFTER_OPTIMIZER_STEP, TH_HOOK_BATCH_END})
-                hook(h);
-            ++state_.global_step;
+            hook(TH_HOOK_BATCH_START);
+            state_.samples_seen += 4;
+            // The batch's loss, and the epoch's mean so far, before before_backward.
+            metrics_["batch_loss"] = 1.0 / (1.0 + static_cast<double>(state_.global_step));
+            metrics_["train_loss"] = metrics_["batch_loss"];
+            hook(TH_HOOK_BEFORE_BACKWARD);
+            hook(TH_HOOK_AFTER_BACKWARD);
+            hook(TH_HOOK_BEFORE_OPTIMIZER_STEP);
+            ++state_.global_step;  // the step is taken: after_optimizer_step sees it counted
+            hook(TH_HOOK_AFTER_OPTIMIZER_STEP);
+            hook(TH_HOOK_BATCH_END);
         }
+        // One validation batch, its fields the validation's own.
+        state_.batches_in_epoch = 1;
+        state_.batch_index = 0;
+        state_.batch_samples = 0;
+        hook(TH_HOOK_VALIDATION_START);
+        state_.batch_samples = 4;
+        hook(TH_HOOK_VAL_BATCH_START);
+        hook(TH_HOOK_VAL_BATCH_END);
         for (const auto& [key, value] : epoch_metrics) metrics_[key] = value;
-        for (th_hook h : {TH_HOOK_VALIDATION_START, TH_HOOK_VAL_BATCH_START, TH_HOOK_VAL_BATCH_END,
-                          TH_HOOK_VALIDATION_END, TH_HOOK_EPOCH_END})
-            hook(h);
+        hook(TH_HOOK_VALIDATION_END);
+        hook(TH_HOOK_EPOCH_END);
     }
     return failure;
 }

@@ -94,6 +94,13 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
          "after a failure: exception: deliberate failure in exception"},
         {"test_leaky", "", {"ledger_clean"},
          leak + "test_leaky kind=device_memory bytes=4096 tag=forgotten scope=fit acquired_in=setup", kept_past_scope},
+        // Clean where the fit ends well; after a failure it keeps its buffer past the fit's
+        // scope check, to its destructor, which a failed run reports as a leak.
+        {"test_leaky", "teardown_only_on_success = true", {"failure_paths"},
+         "after a failure: leak: plugin=test_leaky kind=device_memory bytes=4096 tag=kept_past_a_failure scope=fit "
+         "acquired_in=fit_start"},
+        {"test_misuser", "misuse = \"stop_in_exception\"", {"failure_paths"},
+         "after a failure: misuse: plugin=test_misuser kind=out_of_phase phase=exception"},
         {"test_leaky", "double_free = true", {"handles_used_correctly"},
          "misuse: plugin=test_leaky kind=double_free phase=setup"},
         {"test_misuser", "", {"host_calls_in_phase"},

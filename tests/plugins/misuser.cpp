@@ -18,7 +18,8 @@ public:
         {"misuse", TH_OPTION_STRING, "\"out_of_phase\"",
          "out_of_phase, size_mismatch, use_after_reclaim, out_of_range, over_budget, null_buffer, promote_growth, "
          "undeclared_write, undeclared_sdk, bad_metric_key, use_after_free, foreign_handle, unknown_handle or "
-         "save_mid_batch, reclaimed_wrong_size, state_write_outside, save_without_model, unknown_log_level"},
+         "save_mid_batch, reclaimed_wrong_size, state_write_outside, save_without_model, unknown_log_level or "
+         "stop_in_exception"},
     };
     Misuser(Context&, const trainhost::sdk::Options& options) : misuse_(options.get_string("misuse")) {}
 
@@ -116,6 +117,8 @@ public:
     }
     // Run where the fit failed before its model was built (a later plugin refused to start).
     void on_exception(Context& ctx) override {
+        // A stop asked for as the fit fails: out of phase, the status not looked at.
+        if (misuse_ == "stop_in_exception") (void)ctx.link().api().request_stop(ctx.link().host(), "too late");
         if (misuse_ != "save_without_model") return;
         if (ctx.link().api().save_checkpoint(ctx.link().host(), "nothing.safetensors", 0) != TH_UNSUPPORTED)
             throw std::runtime_error("a checkpoint without a model was accepted");
