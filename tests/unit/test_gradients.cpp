@@ -1,6 +1,7 @@
 // Backpropagation through whole models checked against central finite differences,
 // for each layer kind and each loss, on fresh random data.
 #include "config/run_config.hpp"
+#include "data/random.hpp"
 #include "device/cpu/cpu_device.hpp"
 #include "nn/model.hpp"
 
@@ -21,6 +22,9 @@ struct Case {
     // Max pooling has kinks where the maximum changes hands: a smaller step keeps
     // the central difference on one side of them.
     float step = 1e-2f;
+    // Forward passes in training mode, each drawing dropout's mask from the same
+    // generator state, so every loss the differences take sees one mask.
+    bool training = false;
 };
 
 void check_gradients(const Case& c) {
@@ -44,13 +48,24 @@ void check_gradients(const Case& c) {
     std::uniform_real_distribution<float> unit(0.05f, 0.95f);
     for (auto& t : targets) t = unit(rng);
 
+    std::vector<data::Rng> generators_at_start;
+    for (const auto& [name, generator] : model.generators()) generators_at_start.push_back(*generator);
     auto loss = [&](float* grad) {
-        model.forward(rows, false);
+        const auto generators = model.generators();
+        for (std::size_t i = 0; i < generators.size(); ++i) *generators[i].second = generators_at_start[i];
+        model.forward(rows, c.training);
         return backend.loss(kind, model.output(), labels.data(), targets.data(), rows, out, grad, nullptr,
                             device::Workspace{});  // the CPU needs no scratch
     };
-    loss(model.output_grad());
+    const double trained_loss = loss(model.output_grad());
     model.backward(rows);
+    if (c.training) {
+        // Dropout that dropped nothing would make this the identity's check again.
+        model.forward(rows, false);
+        const double evaluated_loss = backend.loss(kind, model.output(), labels.data(), targets.data(), rows, out,
+                                                   nullptr, nullptr, device::Workspace{});
+        CHECK(std::fabs(trained_loss - evaluated_loss) > 1e-4);
+    }
 
     for (nn::Parameter* p : model.parameters()) {
         std::vector<float> analytic(p->grad.data(), p->grad.data() + p->grad.numel());
@@ -86,10 +101,24 @@ TEST_CASE("gradients match finite differences for every layer and loss", "[gradi
         {"dense+tanh, bce_with_logits", {dense(7), layer("tanh"), dense(4)}, "bce_with_logits"},
         {"dense+sigmoid, mse", {dense(7), layer("sigmoid"), dense(4)}, "mse"},
         {"dropout at rate 0 is the identity", {dense(7), {"dropout", 0, 0.0}, layer("tanh"), dense(4)}, "mse"},
+        {"dropout at rate 0.4 in training, cross_entropy",
+         {dense(7), layer("relu"), {"dropout", 0, 0.4}, dense(4)},
+         "cross_entropy",
+         {6},
+         1e-2f,
+         true},
         {"conv2d+max_pool2d, cross_entropy",
          {{"conv2d", 3, 0, 3, 1, 1}, layer("tanh"), {"max_pool2d", 0, 0, 2, 2, 0}, layer("flatten"), dense(4)},
          "cross_entropy",
          {2, 5, 5},
+         1e-3f},
+        // A second conv2d's data gradient, overlapping pooling windows (each input can
+        // collect from several) and a ReLU layer of its own, not fused into a dense one.
+        {"conv2d after overlapping max_pool2d, relu alone, cross_entropy",
+         {{"conv2d", 3, 0, 3, 1, 1}, layer("tanh"), {"max_pool2d", 0, 0, 3, 2, 0}, {"conv2d", 2, 0, 3, 1, 1},
+          layer("relu"), layer("flatten"), dense(4)},
+         "cross_entropy",
+         {2, 7, 7},
          1e-3f},
         {"strided conv2d without padding, mse", {{"conv2d", 2, 0, 2, 2, 0}, layer("sigmoid"), dense(4)}, "mse", {1, 6, 6}},
     };
