@@ -1,9 +1,9 @@
 // Checkpoints and resume: atomic files, top-k bookkeeping, corruption refused, and
 // a resumed run that ends bit for bit where an uninterrupted one does.
 #include "checkpoint/checkpoint_file.hpp"
-#include "data/idx_reader.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -759,10 +759,7 @@ TEST_CASE("a resume that validates nothing drops the saved run's val_* metrics",
 }
 
 TEST_CASE("an epoch that trains no batch reports no training metrics, not the last epoch's", "[checkpoint][resume]") {
-    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); skipped");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     TempDir dir;
     const auto ckpt = dir.path() / "ckpt";
     const auto config = [&](const std::string& name, const std::string& batches) {

@@ -1,6 +1,6 @@
 // The command line as a user meets it: every bad input has its message and exit code.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -353,9 +353,8 @@ TEST_CASE("a non-finite loss fails the fit with exit 4", "[cli][training]") {
         CHECK_THAT(run.out, Contains(" train_loss=nan "));
     }
     SECTION("on the test set, which alone sees the last step diverge") {
-        if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) +
-                                     "/t10k-images-idx3-ubyte.gz")) {
-            WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); test-set case not run");
+        if (!test_support::fashion_mnist_installed("t10k-images-idx3-ubyte.gz")) {
+            WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); this section not run");
             return;
         }
         // Three finite batches at a learning rate that makes the fourth's loss NaN: with

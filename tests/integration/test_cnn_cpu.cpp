@@ -1,9 +1,9 @@
 // A CNN on the CPU, whose convolutions run through oneDNN: the same run twice gives
 // the same parameters, and a resume ends bit for bit where the run that never
 // stopped does, through epochs whose last batch is partial (its own primitives).
-#include "data/idx_reader.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -43,10 +43,7 @@ lr = 0.002
 }  // namespace
 
 TEST_CASE("a CNN on the CPU trains the same twice and resumes bit for bit", "[cnn][checkpoint][resume]") {
-    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); CNN not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     TempDir dir;
     for (const char* name : {"a", "b"}) {
         auto straight = dir.write(std::string(name) + ".toml", small_cnn(3, checkpoint_table(dir.path() / name)));

@@ -1,7 +1,7 @@
 // The CUDA backend end to end. Compiled wherever the toolkit is; each test skips
 // with "no CUDA device" where no GPU answers.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -24,10 +24,9 @@ bool no_gpu(const test_support::RunResult& run) {
     return false;
 }
 
-bool no_fashion_mnist(std::string_view what) {
-    if (std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz"))
-        return false;
-    WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); " << what << " not run");
+bool no_fashion_mnist() {
+    if (test_support::fashion_mnist_installed()) return false;
+    WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist): test skipped");
     return true;
 }
 
@@ -77,7 +76,7 @@ TEST_CASE("a fit on the GPU matches the CPU and gives every byte back", "[cuda]"
 // Every cuDNN path and the fused dense pass in one fit: convolutions, a relu and a
 // max pooling after each, then dense + relu fused, on real images.
 TEST_CASE("a small CNN fit on the GPU matches the CPU, epoch by epoch", "[cuda]") {
-    if (no_fashion_mnist("CNN")) return;
+    if (no_fashion_mnist()) return;
     TempDir dir;
     std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist_cnn.toml");
     config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.25\nlimit = 1024\ntest = false");
@@ -180,7 +179,7 @@ TEST_CASE("the four failure scenarios stay flat on the GPU", "[cuda]") {
 // A plugin reads the batch's outputs out of device memory (ABI 1.5), and predict mode
 // writes them: both agree with the GPU fit's own accuracy, as on the CPU.
 TEST_CASE("batch outputs read from the GPU and written as predictions agree with the fit's accuracy", "[cuda]") {
-    if (no_fashion_mnist("batch outputs")) return;
+    if (no_fashion_mnist()) return;
     TempDir dir;
     const std::string model = "[model]\nloss = \"cross_entropy\"\nlayers = [ { type = \"flatten\" }, { type = "
                               "\"dense\", units = 16 }, { type = \"relu\" }, { type = \"dense\", units = 10 } ]\n";

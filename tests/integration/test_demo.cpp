@@ -1,6 +1,6 @@
 // The README's main demo, end to end: it must learn, print each epoch and end clean.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -10,10 +10,7 @@ using Catch::Matchers::Contains;
 using Catch::Matchers::StartsWith;
 
 TEST_CASE("the Fashion-MNIST demo reaches 0.85 test accuracy in 3 epochs", "[demo]") {
-    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); demo not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     test_support::TempDir dir;
     auto report = dir.path() / "report.json";
     auto run = test_support::run_trainhost({"--config", std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml",
@@ -27,10 +24,7 @@ TEST_CASE("the Fashion-MNIST demo reaches 0.85 test accuracy in 3 epochs", "[dem
 }
 
 TEST_CASE("the CNN trains on Fashion-MNIST on the CPU", "[demo][cnn]") {
-    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); CNN not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     test_support::TempDir dir;
     std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist_cnn.toml");
     config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.1\nlimit = 6000\ntest = false");

@@ -4,10 +4,10 @@
 // the steps are already taken. min_epochs and min_steps: a stop asked for before
 // them is held until they are met. limit_test_batches: the test evaluation's batches.
 #include "checkpoint/checkpoint_file.hpp"
-#include "data/idx_reader.hpp"
 #include "integration/checkpoint_runs.hpp"
 #include "integration/process.hpp"
 #include "integration/sgd_runs.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <algorithm>
 #include <catch2/catch.hpp>
@@ -396,10 +396,7 @@ TEST_CASE("a held stop whose reason holds a newline is saved printable and resum
 }
 
 TEST_CASE("limit_test_batches evaluates that many test batches, and 0 none", "[limit_test_batches]") {
-    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/t10k-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); test not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("t10k-images-idx3-ubyte.gz");
     TempDir dir;
     const auto test_metrics = [&](const std::string& limit) {
         const auto config = dir.write("run" + limit + ".toml", R"(seed = 3

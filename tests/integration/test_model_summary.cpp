@@ -1,7 +1,7 @@
 // The model's summary at the first fit's start, as Lightning's ModelSummary: its
 // parameters in a line, and with --verbose each layer's output shape and parameters.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -44,10 +44,7 @@ TEST_CASE("the model's summary: its parameters in a line, each layer's with --ve
 }
 
 TEST_CASE("a CNN's summary shows each layer's image shape", "[model_summary][cnn]") {
-    if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); CNN not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     TempDir dir;
     const auto config = dir.write("cnn.toml", R"(epochs = 0
 

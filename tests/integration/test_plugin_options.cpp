@@ -1,8 +1,8 @@
 // The built-in plugins' options as a user mistypes them: what the constructor can
 // check fails before any training (exit 1); a metric name, known only once the fit
 // has metrics, fails at the first epoch end (exit 4) with the names there are.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -102,8 +102,8 @@ TEST_CASE("a misspelt metric fails at the first epoch end, listing the metrics a
                                      "has run yet (is there a validation split, and limit_val_batches not 0?)"));
     }
     SECTION("Lightning's example: val_acc for val_accuracy") {
-        if (!std::filesystem::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-            WARN("Fashion-MNIST is not installed; skipped");
+        if (!test_support::fashion_mnist_installed("train-images-idx3-ubyte.gz")) {
+            WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); this section not run");
             return;
         }
         std::string text = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml");

@@ -1,7 +1,7 @@
 // The built-in plugins as a user runs them: all at once, in their declared order,
 // with their state across a resume, and the ledger clean at the end.
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -57,10 +57,7 @@ TEST_CASE("all built-in plugins together on the autoencoder end with a clean led
 }
 
 TEST_CASE("all built-in plugins together on Fashion-MNIST end with a clean ledger", "[plugins][together]") {
-    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed; skipped");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     TempDir dir;
     std::string config = test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist.toml");
     config.replace(config.find("validation_fraction = 0.1"), 25, "validation_fraction = 0.1\nlimit = 3000\ntest = false");

@@ -9,8 +9,8 @@
 #include "../../plugins/pruning/pruning_select.hpp"
 #include "checkpoint/checkpoint_file.hpp"
 #include "integration/checkpoint_runs.hpp"
-#include "data/idx_reader.hpp"
 #include "integration/process.hpp"
+#include "integration/fashion_mnist.hpp"
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -429,10 +429,7 @@ TEST_CASE("iterative_pruning: lottery tickets, early stopping and checkpoints le
 }
 
 TEST_CASE("the Fashion-MNIST demo with half its weights pruned still reaches 0.85", "[demo][pruning]") {
-    if (!fs::exists(std::string(trainhost::data::kFashionMnistDefaultDir) + "/train-images-idx3-ubyte.gz")) {
-        WARN("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist); pruning demo not run");
-        return;
-    }
+    SKIP_WITHOUT_FASHION_MNIST("train-images-idx3-ubyte.gz");
     TempDir dir;
     auto report = dir.path() / "report.json";
     auto run = test_support::run_trainhost({"--config", std::string(TRAINHOST_SOURCE_DIR) + "/examples/fashion_mnist_pruning.toml",
