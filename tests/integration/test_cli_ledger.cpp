@@ -28,10 +28,13 @@ TEST_CASE("a leaking plugin fails the run with exit 3 and is named", "[cli][ledg
     auto report = dir.path() / "report.json";
     auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky"), "--report", report.string()});
     CHECK(run.exit_code == 3);
+    // Fit scope ends after teardown: that is the first boundary where the buffer is late.
     CHECK_THAT(run.err, Contains("leak: plugin=test_leaky kind=device_memory bytes=4096 tag=forgotten scope=fit "
-                                 "acquired_in=setup"));
+                                 "acquired_in=setup fit=0 epoch=0 step=0") &&
+                            Contains("detected_at=teardown rule=scope_end\n"));
     CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION") && Contains("test_leaky leaked 4.0 KiB"));
     auto json = nlohmann::json::parse(test_support::read_file(report));
+    CHECK(json["fits"][0]["epochs"].size() == 2);  // both epochs ran: nothing was late before teardown
     REQUIRE(json["violations"].size() == 1);
     CHECK(json["violations"][0]["plugin"] == "test_leaky");
     CHECK(json["violations"][0]["bytes"] == 4096);
@@ -39,14 +42,21 @@ TEST_CASE("a leaking plugin fails the run with exit 3 and is named", "[cli][ledg
     CHECK(json["exit_code"] == 3);
 }
 
-TEST_CASE("a step-scoped leak is caught at the first batch_end", "[cli][ledger]") {
+TEST_CASE("a step- or epoch-scoped leak is caught where its scope first ends", "[cli][ledger]") {
+    const auto [scope, boundary] = GENERATE(table<std::string, std::string>({{"step", "batch_end"}, {"epoch", "epoch_end"}}));
+    INFO("scope = " << scope);
     TempDir dir;
-    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_leaky]\nscope = \"step\"\nhook = \"batch_start\"\n"))
+    auto config = dir.write("run.toml", tiny_config(3, "\n[plugins.test_leaky]\nscope = \"" + scope +
+                                                           "\"\nhook = \"batch_start\"\n"))
                       .string();
     auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_leaky")});
     CHECK(run.exit_code == 3);
-    CHECK_THAT(run.err, Contains("scope=step acquired_in=batch_start fit=0 epoch=0 step=0") &&
-                            Contains("detected_at=batch_end"));
+    const std::string leak = "leak: plugin=test_leaky kind=device_memory bytes=4096 tag=forgotten scope=" + scope +
+                             " acquired_in=batch_start fit=0 epoch=0 step=0";
+    CHECK_THAT(run.err, Contains(leak) && Contains("detected_at=" + boundary + " rule=scope_end\n"));
+    CHECK_THAT(run.err, Contains("error: resource contract violated at " + boundary + ": " + leak));
+    CHECK_THAT(run.out, Contains("fit 1/1: 0 epochs") && Contains("- failed (exit 3)"));
+    CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 1 leak, 0 misuses (policy fail)"));
 }
 
 TEST_CASE("a leak whose RAII holder releases it at destroy is reported once, as a leak", "[cli][ledger]") {

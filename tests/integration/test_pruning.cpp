@@ -472,7 +472,7 @@ TEST_CASE("pruning helpers: exact counts under ties, seeded choice, rows, roundi
         prune_random(gb, 20, r2);
         CHECK(count_pruned(a) == 70);
         CHECK(a == b);
-        CHECK_THROWS(prune_random(ga, 31, r1));
+        CHECK_THROWS_WITH(prune_random(ga, 31, r1), "prune_random: asked for more entries than are kept");
         SplitMix64 r(1);
         for (int i = 0; i < 1000; ++i) CHECK(r.below(7) < 7);
     }
@@ -504,6 +504,6 @@ TEST_CASE("pruning helpers: exact counts under ties, seeded choice, rows, roundi
         unpack_mask(bits, back);
         CHECK(back == m);
         std::vector<float> wrong(17);
-        CHECK_THROWS(unpack_mask(bits, wrong));
+        CHECK_THROWS_WITH(unpack_mask(bits, wrong), "saved mask has another size");
     }
 }

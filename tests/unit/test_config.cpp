@@ -88,6 +88,9 @@ TEST_CASE("config errors point at the spot", "[config]") {
     CHECK_THROWS_WITH(parse_run_config(model + "[optimizer]\ntype = \"sgd\"\nbeta1 = 0.9\n", "r.toml"),
                       Catch::Contains("unknown key 'beta1' in [optimizer]"));
     CHECK_THROWS_AS(parse_run_config("[[[", "r.toml"), ConfigError);
+    CHECK_THROWS_WITH(parse_run_config("[[[", "r.toml"),
+                      "r.toml:1:3: invalid TOML: Error while parsing key: expected bare key starting character or string "
+                      "delimiter, saw '['");
     CHECK_THROWS_WITH(parse_run_config(model + "[predict]\npasses = 3\n", "r.toml"),
                       "r.toml:3:1: run config predict: is read only with mode = \"predict\"; this config trains");
     CHECK(parse_run_config("mode = \"predict\"\n" + model + "[predict]\npasses = 3\n", "r.toml").predict_passes == 3);
