@@ -96,6 +96,13 @@ TEST_CASE("plugin load errors exit 2 with a clear message", "[cli][loader]") {
         CHECK_THAT(test_support::read_file(std::string(TRAINHOST_SOURCE_DIR) + "/docs/architecture.md"),
                    Contains("`TH_ABI_MINOR` (12)") && Contains(message.substr(message.find("99.3"))));
     }
+    SECTION("an older ABI major is refused too, naming both versions") {
+        const std::string plugin = test_plugin("test_abi_old_major");
+        auto run = run_trainhost({"--config", config, "--plugins=" + plugin});
+        CHECK(run.exit_code == 2);
+        CHECK(run.err == "error: " + plugin + ": ABI mismatch: plugin was built for trainhost ABI 0.9, this trainhost "
+                                              "speaks ABI 1.12; rebuild the plugin against this SDK\n");
+    }
     SECTION("create() refused carries the plugin's own message") {
         auto run = run_trainhost({"--config", config, "--plugins=" + test_plugin("test_refuser")});
         CHECK(run.exit_code == 2);

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 using Catch::Matchers::Contains;
+using Catch::Matchers::StartsWith;
 using test_support::run_trainhost;
 using test_support::test_plugin;
 using test_support::TempDir;
@@ -103,6 +104,25 @@ TEST_CASE("a name the host does not know in reads or writes is a load error from
     CHECK_THAT(run.err, Contains("test_loose_declarations.so: plugin 'test_loose_declarations' declares reads = "
                                  "\"param\": 'param' is not a name the host knows (params, grads, lr, optimizer_state, device, "
                                  "metric:<key>, metric:<prefix>.*, metrics)"));
+}
+
+TEST_CASE("a plugin built for the next ABI minor loads and runs; a name this host does not know only orders",
+          "[declarations][abi]") {
+    TempDir dir;
+    auto config = dir.write("run.toml", tiny_config(2, ""));
+    const auto report_path = dir.path() / "report.json";
+    auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_future_minor"), "--report",
+                              report_path.string()});
+    INFO(run.err);
+    REQUIRE(run.exit_code == 0);
+    CHECK(run.err.empty());
+    CHECK_THAT(run.last_line(), StartsWith("resources: clean"));
+    const auto report = nlohmann::json::parse(test_support::read_file(report_path));
+    CHECK(report["fits"][0]["final_metrics"]["future_epochs"] == 2);
+    auto inspect = run_trainhost({"inspect", test_plugin("test_future_minor")});
+    CHECK(inspect.exit_code == 0);
+    CHECK_THAT(inspect.out, Contains("\nabi:         1.13 (this trainhost speaks 1.12)\n") &&
+                                Contains("\nreads:       future_name\n"));
 }
 
 TEST_CASE("a plugin built against ABI 1.1 keeps declarations that only order, and its metric names", "[declarations][abi]") {
