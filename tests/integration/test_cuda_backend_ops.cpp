@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <iomanip>
 #include <limits>
 #include <random>
@@ -406,4 +407,42 @@ TEST_CASE("cuda backend loss matches the CPU backend for every loss kind", "[cud
             REQUIRE(untouched.download() == sentinel);
         }
     }
+}
+
+// A selection, not a sum: the GPU's threshold must be the CPU's exactly, with ties,
+// negative values, masked-out entries and spans of odd sizes.
+TEST_CASE("cuda backend kth_smallest_magnitude selects what the CPU backend selects", "[cuda][memcheck]") {
+    SKIP_WITHOUT_CUDA();
+    std::mt19937 rng(1409);
+    BoundCudaDevice cuda;
+    Backend& gpu = cuda.backend();
+    CpuBackend cpu;
+    std::vector<std::vector<float>> values, masks;
+    std::uint64_t kept = 0;
+    for (const std::size_t n : {std::size_t{1000}, std::size_t{7}, std::size_t{4099}}) {
+        auto span = random_values(rng, n, 3.0f);
+        for (float& v : span) v = std::round(v * 4.0f) / 4.0f;  // quarters: many equal magnitudes
+        values.push_back(span);
+        std::vector<float> mask(n);
+        for (float& m : mask) m = rng() % 3 == 0 ? 0.0f : 1.0f;
+        masks.push_back(mask);
+    }
+    std::deque<PoolBuffer<float>> dvalues, dmasks;  // a deque: a PoolBuffer does not move
+    std::vector<Backend::MaskedSpan> host_spans, device_spans;
+    for (std::size_t s = 0; s < values.size(); ++s) {
+        dvalues.emplace_back(cuda.memory(), values[s]);
+        dmasks.emplace_back(cuda.memory(), masks[s]);
+        const bool masked = s != 0;  // the first span counts every entry
+        host_spans.push_back({values[s].data(), masked ? masks[s].data() : nullptr, values[s].size()});
+        kept += masked ? static_cast<std::uint64_t>(std::count(masks[s].begin(), masks[s].end(), 1.0f)) : values[s].size();
+    }
+    for (std::size_t s = 0; s < values.size(); ++s)
+        device_spans.push_back({dvalues[s].get(), s != 0 ? dmasks[s].get() : nullptr, values[s].size()});
+    for (const std::uint64_t k : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{37}, kept / 2, kept}) {
+        INFO("k = " << k << " of " << kept);
+        const float expected = cpu.kth_smallest_magnitude(host_spans, k);
+        REQUIRE(std::isfinite(expected));
+        REQUIRE(gpu.kth_smallest_magnitude(device_spans, k) == expected);
+    }
+    REQUIRE(cpu.kth_smallest_magnitude(host_spans, kept) > 0.0f);  // not a selection among zeros
 }
