@@ -129,6 +129,11 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
         // only the 20th instance's destroy throws: the cycle that showed it is named
         {"test_bare_throws_in_twentieth_destroy", "", {"create_destroy_cycles"},
          "cycle 20: destroy threw a C++ exception across the C ABI: no destroy on the 20th"},
+        // correct with its default; its extreme keep = -1 leaks, which only option fuzzing tries
+        {"test_keep_history", "", {"option_fuzzing"},
+         "keep = -1: accepted, then leak: plugin=test_keep_history kind=device_memory bytes=64 tag=epoch_snapshot "
+         "scope=fit acquired_in=epoch_end fit=0 epoch=0 step=1",
+         "detected_at=teardown " + kept_past_scope},
         {"test_resource_user", "", {}},
         {"test_batch_outputs", "", {}},  // reads the stand-in batch of driven hooks
         {"test_recorder", "", {}},
