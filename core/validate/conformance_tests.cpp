@@ -421,6 +421,41 @@ std::string test_state_roundtrip(TestContext& c) {
     return {};
 }
 
+// A fit resumed from a checkpoint at the end of epoch 2 of 4 goes on as the fit that
+// never stopped: at the ends of epochs 3 and 4 the same metrics, learning rate, stop
+// requests and parameters.
+std::string test_resume_continues(TestContext& c) {
+    if (c.library->entry().vtable->save_state == nullptr) return "skip: the plugin keeps no checkpoint state";
+    const toml::table* options = c.plugin_table ? &*c.plugin_table : nullptr;
+    // val_loss never improves after epoch 1: a plugin that tracks the best (early
+    // stopping's wait, reduce on plateau's) has a count to carry across the resume.
+    const std::map<std::string, double> metrics = {{"val_loss", 0.5}, {"train_loss", 0.6}, {"val_accuracy", 0.7}};
+    constexpr std::uint32_t kEpochs = 4, kSavedAt = 1;
+    ValidationHost whole;
+    whole.save_at_end_of(kSavedAt);
+    auto first = whole.create(c.library, options);
+    if (auto failure = whole.finish(*first, whole.run_epochs(*first, kEpochs, 2, metrics)); !failure.empty())
+        return "the fit that is not resumed failed: " + failure;
+    (void)whole.destroy(std::move(first));
+    if (!whole.saved()) return "the fit that is not resumed saved nothing";
+    ValidationHost resumed;
+    resumed.resume_from(*whole.saved());
+    auto second = resumed.create(c.library, options);
+    if (auto failure = resumed.finish(*second, resumed.run_epochs(*second, kEpochs, 2, metrics)); !failure.empty())
+        return "the resumed fit failed: " + failure;
+    (void)resumed.destroy(std::move(second));
+    const auto& expected = whole.outcomes();
+    const auto& actual = resumed.outcomes();
+    if (expected.size() != kEpochs || actual.size() != kEpochs - kSavedAt - 1)
+        return fmt::format("the fits ran {} and {} epochs", expected.size(), actual.size());
+    for (std::size_t i = 0; i < actual.size(); ++i)
+        if (auto difference = outcome_difference(expected[kSavedAt + 1 + i], actual[i]); !difference.empty())
+            return fmt::format("resumed after epoch {}, at the end of epoch {}: {} (save_state must hold all the "
+                               "plugin acts on)",
+                               kSavedAt + 1, actual[i].epoch + 1, difference);
+    return {};
+}
+
 // --- level 8: NaN and infinities ----------------------------------------------------
 
 std::string test_nan_inf_metrics(TestContext& c) {
@@ -527,6 +562,8 @@ const std::vector<Registered>& registry() {
          &test_failure_paths},
         {{"option_fuzzing", 6, "wrong types and unknown keys are refused, extreme values are refused by name or handled without a leak", "create_destroy"}, &test_option_fuzzing},
         {{"state_roundtrip", 7, "save, restore, save again gives identical bytes", "lifecycle"}, &test_state_roundtrip},
+        {{"resume_continues", 7, "a fit resumed from its checkpoint goes on as the fit that never stopped", "state_roundtrip"},
+         &test_resume_continues},
         {{"nan_inf_metrics", 8, "NaN and infinite metrics are handled without a failure", "failure_paths"},
          &test_nan_inf_metrics},
         {{"create_destroy_cycles", 9, "100 create/destroy cycles grow neither the ledger nor the process", "create_destroy"},

@@ -2,6 +2,9 @@
 
 #include "plugin/plugin_options.hpp"
 
+#include <algorithm>
+#include <cmath>
+#include <fmt/format.h>
 #include <stdexcept>
 
 namespace trainhost::validate {
@@ -56,10 +59,19 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
         if (failure.empty()) failure = run_hook(instance, h);
         return failure.empty();
     };
-    if (!(hook(TH_HOOK_SETUP) && hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START))) return failure;
+    if (!hook(TH_HOOK_SETUP)) return failure;
+    std::uint32_t first_epoch = 0;
+    if (resuming_) {
+        restore(*resuming_);
+        if (auto loaded = load_state(instance, resuming_->plugin_state); loaded.failed())
+            return "load_state: " + loaded.message;
+        first_epoch = resuming_->epoch + 1;
+        resuming_.reset();
+    }
+    if (!(hook(TH_HOOK_TO_DEVICE) && hook(TH_HOOK_FIT_START))) return failure;
     // As a training session runs them: the state and metrics a plugin reads in each
     // hook are those a real fit gives it there.
-    for (std::uint32_t e = 0; e < epochs && failure.empty(); ++e) {
+    for (std::uint32_t e = first_epoch; e < epochs && failure.empty(); ++e) {
         state_.epoch = e;
         state_.batches_in_epoch = batches;
         state_.batch_index = 0;
@@ -92,8 +104,61 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
         for (const auto& [key, value] : epoch_metrics) metrics_[key] = value;
         hook(TH_HOOK_VALIDATION_END);
         hook(TH_HOOK_EPOCH_END);
+        if (!failure.empty()) break;
+        outcomes_.push_back(EpochOutcome{e, metrics_, learning_rate_, stop_requested_, parameter_values()});
+        stop_requested_ = false;
+        if (save_epoch_ == e) {
+            std::string save_failure;
+            auto bytes = instance.entry().vtable->save_state ? save_state(instance, save_failure)
+                                                             : std::vector<unsigned char>{};
+            if (!save_failure.empty()) return "save_state: " + save_failure;
+            saved_ = SavedFit{e, state_.global_step, metrics_, learning_rate_, parameter_values(), std::move(bytes)};
+        }
     }
     return failure;
+}
+
+void ValidationHost::resume_from(const SavedFit& saved) {
+    resuming_ = saved;
+    state_.resumed = 1;
+}
+
+// As the core restores a checkpoint, after setup: until then a plugin sees the
+// config's learning rate and the model's first values, as in a fresh fit.
+void ValidationHost::restore(const SavedFit& saved) {
+    metrics_ = saved.metrics;
+    learning_rate_ = saved.learning_rate;
+    state_.global_step = saved.global_step;
+    std::size_t at = 0;
+    for (nn::Parameter* p : model_->parameters()) {
+        std::copy_n(saved.parameters.begin() + static_cast<std::ptrdiff_t>(at), p->value.numel(), p->value.data());
+        at += p->value.numel();
+    }
+}
+
+std::vector<float> ValidationHost::parameter_values() const {
+    std::vector<float> values;
+    for (const nn::Parameter* p : model_->parameters()) values.insert(values.end(), p->value.data(), p->value.data() + p->value.numel());
+    return values;
+}
+
+std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome& actual) {
+    const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
+    for (const auto& [key, value] : expected.metrics) {
+        const auto found = actual.metrics.find(key);
+        if (found == actual.metrics.end()) return fmt::format("metric {} = {} is missing", key, value);
+        if (!same(found->second, value)) return fmt::format("metric {} is {}, not {}", key, found->second, value);
+    }
+    for (const auto& [key, value] : actual.metrics)
+        if (!expected.metrics.contains(key)) return fmt::format("metric {} = {} was not set", key, value);
+    if (!same(expected.learning_rate, actual.learning_rate))
+        return fmt::format("the learning rate is {}, not {}", actual.learning_rate, expected.learning_rate);
+    if (expected.stop_requested != actual.stop_requested)
+        return actual.stop_requested ? "a stop was asked for" : "no stop was asked for";
+    for (std::size_t i = 0; i < expected.parameters.size() && i < actual.parameters.size(); ++i)
+        if (!same(expected.parameters[i], actual.parameters[i]))
+            return fmt::format("parameter value {} is {}, not {}", i, actual.parameters[i], expected.parameters[i]);
+    return {};
 }
 
 std::string ValidationHost::finish(plugin::PluginInstance& instance, const std::string& failure) {

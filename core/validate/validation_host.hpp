@@ -11,10 +11,35 @@
 #include <array>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace trainhost::validate {
+
+// What a fit looked like to a plugin at an epoch's end, after every hook of that
+// epoch: what a resumed fit must show as well as the fit it resumes.
+struct EpochOutcome {
+    std::uint32_t epoch = 0;
+    std::map<std::string, double, std::less<>> metrics;
+    double learning_rate = 0;
+    bool stop_requested = false;  // in this epoch
+    std::vector<float> parameters;  // every parameter's values, in order
+};
+
+// "" when equal, else the first difference, in words. NaN equals NaN here: a metric a
+// plugin sets to NaN in both fits is the same.
+[[nodiscard]] std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome& actual);
+
+// What a checkpoint at an epoch's end holds, for a resume in another host.
+struct SavedFit {
+    std::uint32_t epoch = 0;  // the epoch whose end it was saved at
+    std::uint64_t global_step = 0;
+    std::map<std::string, double, std::less<>> metrics;
+    double learning_rate = 0;
+    std::vector<float> parameters;
+    std::vector<unsigned char> plugin_state;
+};
 
 class ValidationHost final : public plugin::HostServices {
 public:
@@ -44,6 +69,15 @@ public:
 
     // state().resumed, as the core sets it from setup on in a fit that resumes.
     void set_resumed(bool resumed) noexcept { state_.resumed = resumed ? 1 : 0; }
+    // run_epochs saves the plugin's state, with the host's, at the end of `epoch`,
+    // after its hooks, as a checkpoint there does; saved() holds it afterwards.
+    void save_at_end_of(std::uint32_t epoch) noexcept { save_epoch_ = epoch; }
+    [[nodiscard]] const std::optional<SavedFit>& saved() const noexcept { return saved_; }
+    // The next run_epochs resumes `saved`, as --resume does: state().resumed set from
+    // setup on; after setup, its metrics, learning rate, step count and parameters
+    // restored and the plugin's state loaded; training going on from the epoch after it.
+    void resume_from(const SavedFit& saved);
+    [[nodiscard]] const std::vector<EpochOutcome>& outcomes() const noexcept { return outcomes_; }
     [[nodiscard]] std::vector<unsigned char> save_state(plugin::PluginInstance& instance, std::string& failure);
     // In the setup phase, as the core restores a checkpoint.
     [[nodiscard]] plugin::HookOutcome load_state(plugin::PluginInstance& instance, const std::vector<unsigned char>& bytes);
@@ -76,6 +110,8 @@ public:
     void save_checkpoint(resources::OwnerId, std::string_view, bool) override {}
 
 private:
+    [[nodiscard]] std::vector<float> parameter_values() const;
+    void restore(const SavedFit& saved);
     static constexpr std::array<float, 6> kOutputs{0.25f, -1.5f, 2.0f, 0.5f, -0.75f, 1.25f};
     static constexpr std::array<std::int32_t, 3> kLabels{1, 0, 1};
 
@@ -87,6 +123,10 @@ private:
     std::map<std::string, double, std::less<>> metrics_;
     std::vector<unsigned char> state_bytes_;
     bool stop_requested_ = false;
+    std::optional<std::uint32_t> save_epoch_;
+    std::optional<SavedFit> saved_;
+    std::optional<SavedFit> resuming_;
+    std::vector<EpochOutcome> outcomes_;
     double learning_rate_ = 0.001;
     std::uint32_t next_owner_ = 0;
 };

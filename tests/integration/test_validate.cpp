@@ -134,6 +134,10 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
          "keep = -1: accepted, then leak: plugin=test_keep_history kind=device_memory bytes=64 tag=epoch_snapshot "
          "scope=fit acquired_in=epoch_end fit=0 epoch=0 step=1",
          "detected_at=teardown " + kept_past_scope},
+        {"test_stateful", "", {}},
+        {"test_stateful", "fail = \"forget\"", {"resume_continues"},
+         "resumed after epoch 2, at the end of epoch 3: metric stateful.epochs is 1, not 3 (save_state must hold all the "
+         "plugin acts on)"},
         {"test_resource_user", "", {}},
         {"test_batch_outputs", "", {}},  // reads the stand-in batch of driven hooks
         {"test_recorder", "", {}},
@@ -270,7 +274,7 @@ TEST_CASE("validate passes a correct plugin with a required option given by --co
     auto run = run_trainhost({"validate", plugin, "--strictness", "10", "--config", config.string()});
     INFO(run.out << run.err);
     CHECK(run.exit_code == 0);
-    CHECK_THAT(run.out, Contains("PASS  option_fuzzing") && Contains(", 0 failed, 1 skipped"));
+    CHECK_THAT(run.out, Contains("PASS  option_fuzzing") && Contains(", 0 failed, 2 skipped"));
 }
 
 // Read once in the parent: a config that is no TOML is one usage error, and a pipe
