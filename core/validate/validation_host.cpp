@@ -47,7 +47,10 @@ std::string ValidationHost::run_hook(plugin::PluginInstance& instance, th_hook h
     ledger_->set_position(static_cast<resources::Phase>(hook), {state_.fit_index, state_.epoch, state_.global_step});
     plugin::HookOutcome outcome = instance.call(hook);
     ledger_->set_position(resources::Phase::core, {});
-    if (!outcome.failed()) return {};
+    if (!outcome.failed()) {
+        if (outcome.control == TH_STOP_FIT) stop_requested_ = true;  // a stop returned, not asked for
+        return {};
+    }
     return std::string(resources::hook_name(hook)) + ": " + outcome.message;
 }
 
@@ -62,9 +65,15 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
     if (!hook(TH_HOOK_SETUP)) return failure;
     std::uint32_t first_epoch = 0;
     if (resuming_) {
-        restore(*resuming_);
+        // In the core's order: parameters and learning rate, the plugins' states, then
+        // the position and the metrics (merged into those set since setup).
+        set_parameter_values(resuming_->parameters);
+        learning_rate_ = resuming_->learning_rate;
         if (auto loaded = load_state(instance, resuming_->plugin_state); loaded.failed())
             return "load_state: " + loaded.message;
+        state_.epoch = resuming_->epoch;
+        state_.global_step = resuming_->global_step;
+        for (const auto& [key, value] : resuming_->metrics) metrics_[key] = value;
         first_epoch = resuming_->epoch + 1;
         resuming_.reset();
     }
@@ -89,7 +98,11 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
             hook(TH_HOOK_BEFORE_BACKWARD);
             hook(TH_HOOK_AFTER_BACKWARD);
             hook(TH_HOOK_BEFORE_OPTIMIZER_STEP);
-            ++state_.global_step;  // the step is taken: after_optimizer_step sees it counted
+            // The step is taken: the parameters change, as training changes them (a
+            // factor keeps pruned zeros at zero), and after_optimizer_step sees it counted.
+            for (nn::Parameter* p : model_->parameters())
+                for (std::size_t i = 0; i < p->value.numel(); ++i) p->value.data()[i] *= kStepFactor;
+            ++state_.global_step;
             hook(TH_HOOK_AFTER_OPTIMIZER_STEP);
             hook(TH_HOOK_BATCH_END);
         }
@@ -120,18 +133,14 @@ std::string ValidationHost::run_epochs(plugin::PluginInstance& instance, std::ui
 
 void ValidationHost::resume_from(const SavedFit& saved) {
     resuming_ = saved;
-    state_.resumed = 1;
+    state_.resumed = 1;  // as the core sets it before the fit's plugins are created
 }
 
-// As the core restores a checkpoint, after setup: until then a plugin sees the
-// config's learning rate and the model's first values, as in a fresh fit.
-void ValidationHost::restore(const SavedFit& saved) {
-    metrics_ = saved.metrics;
-    learning_rate_ = saved.learning_rate;
-    state_.global_step = saved.global_step;
+void ValidationHost::set_parameter_values(const std::vector<float>& values) {
     std::size_t at = 0;
     for (nn::Parameter* p : model_->parameters()) {
-        std::copy_n(saved.parameters.begin() + static_cast<std::ptrdiff_t>(at), p->value.numel(), p->value.data());
+        if (at + p->value.numel() > values.size()) throw std::logic_error("saved parameters of another model");
+        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(at), p->value.numel(), p->value.data());
         at += p->value.numel();
     }
 }
@@ -150,12 +159,15 @@ std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome&
         if (!same(found->second, value)) return fmt::format("metric {} is {}, not {}", key, found->second, value);
     }
     for (const auto& [key, value] : actual.metrics)
-        if (!expected.metrics.contains(key)) return fmt::format("metric {} = {} was not set", key, value);
+        if (!expected.metrics.contains(key))
+            return fmt::format("metric {} is {}, where the fit that never stopped has none", key, value);
     if (!same(expected.learning_rate, actual.learning_rate))
         return fmt::format("the learning rate is {}, not {}", actual.learning_rate, expected.learning_rate);
     if (expected.stop_requested != actual.stop_requested)
         return actual.stop_requested ? "a stop was asked for" : "no stop was asked for";
-    for (std::size_t i = 0; i < expected.parameters.size() && i < actual.parameters.size(); ++i)
+    if (expected.parameters.size() != actual.parameters.size())
+        return fmt::format("{} parameter values, not {}", actual.parameters.size(), expected.parameters.size());
+    for (std::size_t i = 0; i < expected.parameters.size(); ++i)
         if (!same(expected.parameters[i], actual.parameters[i]))
             return fmt::format("parameter value {} is {}, not {}", i, actual.parameters[i], expected.parameters[i]);
     return {};
@@ -163,7 +175,11 @@ std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome&
 
 std::string ValidationHost::finish(plugin::PluginInstance& instance, const std::string& failure) {
     const std::string first = failure.empty() ? run_hook(instance, TH_HOOK_FIT_END) : failure;
-    if (first.empty()) return run_hook(instance, TH_HOOK_TEARDOWN);
+    if (first.empty()) {
+        // What fit_end leaves, averaged weights put in place say, as a last outcome.
+        fit_end_outcome_ = EpochOutcome{state_.epoch, metrics_, learning_rate_, stop_requested_, parameter_values()};
+        return run_hook(instance, TH_HOOK_TEARDOWN);
+    }
     (void)fail_fit(instance, first, 0);
     return first;
 }

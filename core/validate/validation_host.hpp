@@ -23,7 +23,7 @@ struct EpochOutcome {
     std::uint32_t epoch = 0;
     std::map<std::string, double, std::less<>> metrics;
     double learning_rate = 0;
-    bool stop_requested = false;  // in this epoch
+    bool stop_requested = false;  // in this epoch (at fit_start too, for the first)
     std::vector<float> parameters;  // every parameter's values, in order
 };
 
@@ -73,11 +73,14 @@ public:
     // after its hooks, as a checkpoint there does; saved() holds it afterwards.
     void save_at_end_of(std::uint32_t epoch) noexcept { save_epoch_ = epoch; }
     [[nodiscard]] const std::optional<SavedFit>& saved() const noexcept { return saved_; }
-    // The next run_epochs resumes `saved`, as --resume does: state().resumed set from
-    // setup on; after setup, its metrics, learning rate, step count and parameters
-    // restored and the plugin's state loaded; training going on from the epoch after it.
+    // The next fit resumes `saved`, as --resume does: state().resumed set before the
+    // plugin is created; after setup, the parameters and learning rate restored, the
+    // plugin's state loaded, then the epoch, step and metrics restored; training goes
+    // on from the epoch after it.
     void resume_from(const SavedFit& saved);
+    // Each epoch's outcome at its end, and the fit's after fit_end (finish).
     [[nodiscard]] const std::vector<EpochOutcome>& outcomes() const noexcept { return outcomes_; }
+    [[nodiscard]] const std::optional<EpochOutcome>& fit_end_outcome() const noexcept { return fit_end_outcome_; }
     [[nodiscard]] std::vector<unsigned char> save_state(plugin::PluginInstance& instance, std::string& failure);
     // In the setup phase, as the core restores a checkpoint.
     [[nodiscard]] plugin::HookOutcome load_state(plugin::PluginInstance& instance, const std::vector<unsigned char>& bytes);
@@ -110,8 +113,10 @@ public:
     void save_checkpoint(resources::OwnerId, std::string_view, bool) override {}
 
 private:
+    // What each optimizer step multiplies every parameter by.
+    static constexpr float kStepFactor = 0.999f;
     [[nodiscard]] std::vector<float> parameter_values() const;
-    void restore(const SavedFit& saved);
+    void set_parameter_values(const std::vector<float>& values);
     static constexpr std::array<float, 6> kOutputs{0.25f, -1.5f, 2.0f, 0.5f, -0.75f, 1.25f};
     static constexpr std::array<std::int32_t, 3> kLabels{1, 0, 1};
 
@@ -127,6 +132,7 @@ private:
     std::optional<SavedFit> saved_;
     std::optional<SavedFit> resuming_;
     std::vector<EpochOutcome> outcomes_;
+    std::optional<EpochOutcome> fit_end_outcome_;
     double learning_rate_ = 0.001;
     std::uint32_t next_owner_ = 0;
 };

@@ -1,8 +1,8 @@
 // The CUDA backend's GEMM, convolution and losses against the CPU backend, on
 // fresh random data, through a CudaDevice set up the way a session sets it up:
 // its own stream, BLAS and DNN handle made by create_object and adopted, its
-// memory from the device's pool. Tagged [cuda]; each test passes with a
-// warning (and checks nothing) when no CUDA device is usable.
+// memory from the device's pool. Tagged [cuda]; each test ends with a warning,
+// checking nothing, that ctest shows as a skip when no CUDA device is usable.
 
 #include "integration/bound_cuda_device.hpp"
 #include "kernels/cuda_test_support.hpp"

@@ -1,6 +1,6 @@
 // The CUDA backend's cuDNN activations and max pooling against the CPU backend, on
-// fresh random data. Tagged [cuda]; each test passes with a warning (and checks
-// nothing) when no CUDA device is usable.
+// fresh random data. Tagged [cuda]; each test is skipped (a warning ctest reads as
+// a skip) when no CUDA device is usable.
 
 #include "integration/bound_cuda_device.hpp"
 #include "kernels/cuda_test_support.hpp"

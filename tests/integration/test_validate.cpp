@@ -37,11 +37,12 @@ std::set<std::string> failed_tests(const std::string& out) {
 TEST_CASE("every built-in plugin passes the conformance suite at strictness 10", "[validate]") {
     TempDir dir;
     // Options without a default: timer's duration, a day, so that no test's fit is
-    // stopped by it; stochastic_weight_averaging's rate.
+    // stopped by it; stochastic_weight_averaging's rate, and averaging from epoch 1 on,
+    // so that resume_continues resumes an average already begun.
     const std::map<std::string, std::filesystem::path> required = {
         {"timer", dir.write("timer.toml", "[plugins.timer]\nduration = \"01:00:00:00\"\n")},
         {"stochastic_weight_averaging",
-         dir.write("swa.toml", "[plugins.stochastic_weight_averaging]\nswa_lrs = 0.01\n")},
+         dir.write("swa.toml", "[plugins.stochastic_weight_averaging]\nswa_lrs = 0.01\nswa_epoch_start = 1\n")},
     };
     for (const char* plugin : {"progress", "early_stopping", "togpu", "checkpoint", "metrics_logger", "memory_monitor",
                                "pruning", "lr_scheduler", "reduce_lr_on_plateau", "timer",
@@ -134,6 +135,9 @@ TEST_CASE("each misbehaving plugin fails the test named for its fault", "[valida
          "keep = -1: accepted, then leak: plugin=test_keep_history kind=device_memory bytes=64 tag=epoch_snapshot "
          "scope=fit acquired_in=epoch_end fit=0 epoch=0 step=1",
          "detected_at=teardown " + kept_past_scope},
+        {"test_keep_history", "name_refusals = false", {"option_fuzzing"},
+         "bytes = 0: refused without naming the option: <validate>:19:1: [plugins.test_keep_history]: the plugin "
+         "refused its options: must be 1 to 1048576"},
         {"test_stateful", "", {}},
         {"test_stateful", "fail = \"forget\"", {"resume_continues"},
          "resumed after epoch 2, at the end of epoch 3: metric stateful.epochs is 1, not 3 (save_state must hold all the "

@@ -1,6 +1,6 @@
 // The losses in kernels/cuda against their CPU twins in kernels/cpu, on the
 // same random inputs, and the rules for the caller's scratch memory. Tagged
-// [cuda]; each test passes with a warning (and checks nothing) when no CUDA
+// [cuda]; each test is skipped (a warning ctest reads as a skip) when no CUDA
 // device is usable.
 
 #include "cuda_test_support.hpp"

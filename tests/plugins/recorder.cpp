@@ -46,7 +46,16 @@ public:
           sanity_metric_(options.get_bool("sanity_metric")), say_failure_(options.get_bool("say_failure")),
           stop_reason_(options.get_string("stop_reason")) {
         std::stringstream list(options.get_string("values"));
-        for (std::string item; std::getline(list, item, ',');) values_.push_back(std::stod(item));
+        for (std::string item; std::getline(list, item, ',');) {
+            std::size_t used = 0;
+            try {
+                values_.push_back(std::stod(item, &used));
+            } catch (const std::exception&) {
+                used = 0;
+            }
+            if (used == 0 || used != item.size())
+                throw trainhost::sdk::OptionError("values: '" + item.substr(0, 40) + "' is not a number");
+        }
         // A static outlives instances but not the library: it proves the library stays loaded.
         static int instances = 0;
         ctx.info("test_recorder instance " + std::to_string(++instances));
