@@ -106,7 +106,7 @@ TEST_CASE("a name the host does not know in reads or writes is a load error from
                                  "metric:<key>, metric:<prefix>.*, metrics)"));
 }
 
-TEST_CASE("a plugin built for the next ABI minor loads and runs; a name this host does not know only orders",
+TEST_CASE("a plugin built for the next ABI minor loads and runs, and a name this host does not know only orders",
           "[declarations][abi]") {
     TempDir dir;
     auto config = dir.write("run.toml", tiny_config(2, ""));
