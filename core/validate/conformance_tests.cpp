@@ -472,8 +472,7 @@ std::string test_resume_continues(TestContext& c) {
     for (std::size_t i = 0; i < whole.outcomes.size() && i < again.outcomes.size(); ++i) {
         for (const auto& [key, value] : whole.outcomes[i].metrics)
             if (const auto found = again.outcomes[i].metrics.find(key);
-                found == again.outcomes[i].metrics.end() ||
-                !(found->second == value || (std::isnan(found->second) && std::isnan(value))))
+                found == again.outcomes[i].metrics.end() || !same_value(value, found->second))
                 unsteady.insert(key);
     }
     const auto without_unsteady = [&](EpochOutcome outcome) {

@@ -151,24 +151,27 @@ std::vector<float> ValidationHost::parameter_values() const {
     return values;
 }
 
+bool same_value(double expected, double actual) {
+    return expected == actual || (std::isnan(expected) && std::isnan(actual));
+}
+
 std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome& actual) {
-    const auto same = [](double x, double y) { return x == y || (std::isnan(x) && std::isnan(y)); };
     for (const auto& [key, value] : expected.metrics) {
         const auto found = actual.metrics.find(key);
         if (found == actual.metrics.end()) return fmt::format("metric {} = {} is missing", key, value);
-        if (!same(found->second, value)) return fmt::format("metric {} is {}, not {}", key, found->second, value);
+        if (!same_value(found->second, value)) return fmt::format("metric {} is {}, not {}", key, found->second, value);
     }
     for (const auto& [key, value] : actual.metrics)
         if (!expected.metrics.contains(key))
             return fmt::format("metric {} is {}, where the fit that never stopped has none", key, value);
-    if (!same(expected.learning_rate, actual.learning_rate))
+    if (!same_value(expected.learning_rate, actual.learning_rate))
         return fmt::format("the learning rate is {}, not {}", actual.learning_rate, expected.learning_rate);
     if (expected.stop_requested != actual.stop_requested)
         return actual.stop_requested ? "a stop was asked for" : "no stop was asked for";
     if (expected.parameters.size() != actual.parameters.size())
         return fmt::format("{} parameter values, not {}", actual.parameters.size(), expected.parameters.size());
     for (std::size_t i = 0; i < expected.parameters.size(); ++i)
-        if (!same(expected.parameters[i], actual.parameters[i]))
+        if (!same_value(expected.parameters[i], actual.parameters[i]))
             return fmt::format("parameter value {} is {}, not {}", i, actual.parameters[i], expected.parameters[i]);
     return {};
 }

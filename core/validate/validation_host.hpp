@@ -27,8 +27,10 @@ struct EpochOutcome {
     std::vector<float> parameters;  // every parameter's values, in order
 };
 
-// "" when equal, else the first difference, in words. NaN equals NaN here: a metric a
-// plugin sets to NaN in both fits is the same.
+// Equal, or both NaN: a metric a plugin sets to NaN in two fits is the same in both.
+[[nodiscard]] bool same_value(double expected, double actual);
+
+// "" when equal (by same_value), else the first difference, in words.
 [[nodiscard]] std::string outcome_difference(const EpochOutcome& expected, const EpochOutcome& actual);
 
 // What a checkpoint at an epoch's end holds, for a resume in another host.
