@@ -7,6 +7,7 @@
 #include "errors.hpp"
 #include "report/output_file.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -16,10 +17,12 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <poll.h>
+#include <pthread.h>
 #include <spawn.h>
 #include <sstream>
 #include <sys/wait.h>
@@ -56,6 +59,63 @@ std::string read_available(int fd) {
     for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR);)
         if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
     return text;
+}
+
+// Each test's process leads a process group of its own, so that what a plugin starts
+// (a forked worker, a shell) ends with its test instead of outliving validate. The
+// group is not the terminal's foreground one, so Ctrl-C reaches validate alone, which
+// ends the running group before it ends itself by the signal.
+std::atomic<pid_t> running_group{0};
+static_assert(std::atomic<pid_t>::is_always_lock_free, "read in a signal handler");
+
+sigset_t signals_that_end_validate() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, signal_number);
+    return set;
+}
+
+extern "C" void end_running_group_then_validate(int signal_number) {
+    if (const pid_t group = running_group.load(); group > 0) ::kill(-group, SIGKILL);
+    // SA_RESETHAND restored the default action: the signal, held until this returns,
+    // then ends validate as it would have without this handler.
+    ::raise(signal_number);
+}
+
+// Installs that handler for validate's run, where the signal is not ignored (nohup's).
+class GroupEndingHandlers {
+public:
+    GroupEndingHandlers() {
+        for (std::size_t i = 0; i < std::size(kSignals); ++i) {
+            ::sigaction(kSignals[i], nullptr, &previous_[i]);
+            if (previous_[i].sa_handler == SIG_IGN) continue;
+            struct sigaction action {};
+            action.sa_handler = end_running_group_then_validate;
+            action.sa_flags = SA_RESETHAND;
+            sigemptyset(&action.sa_mask);
+            ::sigaction(kSignals[i], &action, nullptr);
+        }
+    }
+    ~GroupEndingHandlers() {
+        for (std::size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
+    }
+    GroupEndingHandlers(const GroupEndingHandlers&) = delete;
+    GroupEndingHandlers& operator=(const GroupEndingHandlers&) = delete;
+
+private:
+    static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction previous_[std::size(kSignals)] {};
+};
+
+// Whether the child has exited, leaving it unreaped: until it is reaped, its pid and so
+// its group's id cannot name another process.
+bool has_exited(pid_t child) {
+    siginfo_t info{};
+    for (;;) {
+        if (::waitid(P_PID, static_cast<id_t>(child), &info, WEXITED | WNOHANG | WNOWAIT) == 0)
+            return info.si_pid == child;
+        if (errno != EINTR) return true;
+    }
 }
 
 // Runs `trainhost __validate-one` for one test and reads its verdict. The verdict comes
@@ -95,9 +155,21 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     posix_spawn_file_actions_adddup2(&actions, result_fds[1], kResultFd);
     // Plugins may write files (checkpoints, logs): keep them out of the user's directory.
     posix_spawn_file_actions_addchdir_np(&actions, workdir.c_str());
+    // The child leads a group of its own; the signals that end validate are held until
+    // running_group names it, and the child starts with the mask validate had.
+    sigset_t ending = signals_that_end_validate(), previous;
+    ::pthread_sigmask(SIG_BLOCK, &ending, &previous);
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setpgroup(&attributes, 0);
+    posix_spawnattr_setsigmask(&attributes, &previous);
     pid_t child = 0;
-    const int spawned = posix_spawn(&child, "/proc/self/exe", &actions, nullptr, argv.data(), environ);
+    const int spawned = posix_spawn(&child, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
+    posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
+    if (spawned == 0) running_group.store(child);
+    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     ::close(pipe_fds[1]);
     ::close(result_fds[1]);
     if (spawned != 0) {
@@ -111,46 +183,32 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     std::string output;
     const auto deadline = started + std::chrono::seconds(options.timeout_seconds);
     bool timed_out = false;
-    int status = 0;
-    for (bool exited = false; !exited;) {
-        const pid_t done = ::waitpid(child, &status, WNOHANG);
-        if (done == child || (done < 0 && errno != EINTR)) break;
+    for (bool output_open = true; !has_exited(child);) {
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             timed_out = true;
-            ::kill(child, SIGKILL);
-            while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-            }
             break;
         }
+        const int wait_ms = static_cast<int>(std::min<long long>(left.count(), output_open ? 20 : 5));
+        if (!output_open) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+            continue;
+        }
         pollfd fd{pipe_fds[0], POLLIN, 0};
-        const int ready = ::poll(&fd, 1, static_cast<int>(std::min<long long>(left.count(), 20)));
-        if (ready <= 0) continue;
+        if (::poll(&fd, 1, wait_ms) <= 0) continue;
         char buffer[4096];
         const ssize_t got = ::read(pipe_fds[0], buffer, sizeof buffer);
         if (got > 0) keep_tail(output, buffer, static_cast<std::size_t>(got));
         // At the end of its output the child is about to exit, or has closed it and goes
-        // on: either way, poll no more and wait for it by the deadline.
-        if (got == 0) {
-            fd.fd = -1;
-            for (;;) {
-                const pid_t ended = ::waitpid(child, &status, WNOHANG);
-                if (ended == child || (ended < 0 && errno != EINTR)) {
-                    exited = true;
-                    break;
-                }
-                if (std::chrono::steady_clock::now() >= deadline) {
-                    timed_out = true;
-                    ::kill(child, SIGKILL);
-                    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-                    }
-                    exited = true;
-                    break;
-                }
-                std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            }
-        }
+        // on: either way, wait for it by the deadline.
+        if (got == 0) output_open = false;
     }
+    // The test is over: whatever its process started goes with it (a hung child too).
+    ::kill(-child, SIGKILL);
+    int status = 0;
+    while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+    }
+    running_group.store(0);
     const std::string rest = read_available(pipe_fds[0]);
     keep_tail(output, rest.data(), rest.size());
     ::close(pipe_fds[0]);
@@ -297,6 +355,7 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     }
     out << fmt::format("validating {} at strictness {} (seed {}, {} round{})\n", options.plugin, options.strictness,
                        options.seed, options.repeat, options.repeat == 1 ? "" : "s");
+    const GroupEndingHandlers end_the_running_test_with_validate;
     std::vector<Outcome> outcomes;
     for (std::uint32_t round = 0; round < options.repeat; ++round) {
         std::map<std::string, std::string> status;  // this round's, by test

@@ -4,11 +4,16 @@
 
 #include <catch2/catch.hpp>
 #include <trainhost/abi.h>
+#include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 using Catch::Matchers::Contains;
 using Catch::Matchers::EndsWith;
@@ -18,6 +23,29 @@ using test_support::test_plugin;
 using test_support::TempDir;
 
 namespace {
+
+// The pids that test_thrower wrote to its file after `what` ("forked", "hanging").
+std::vector<int> recorded_pids(const std::filesystem::path& file, const std::string& what) {
+    std::vector<int> pids;
+    const std::string prefix = "test_thrower:" + what + " ";
+    for (const std::string& line : test_support::lines_of(test_support::read_file(file)))
+        if (line.rfind(prefix, 0) == 0) pids.push_back(std::stoi(line.substr(prefix.size())));
+    return pids;
+}
+
+// Whether `pid` still runs, given a few seconds to die of a SIGKILL already sent (a
+// zombie has ended).
+bool still_running(int pid) {
+    for (int tries = 0; tries < 100; ++tries) {
+        std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+        std::string rest;
+        if (!std::getline(stat, rest)) return false;
+        rest = rest.substr(rest.rfind(')') + 1);  // the name in parentheses may hold anything
+        if (rest.rfind(" Z", 0) == 0 || rest.rfind(" X", 0) == 0) return false;
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return true;
+}
 
 std::set<std::string> failed_tests(const std::string& out) {
     std::set<std::string> failed;
@@ -202,12 +230,39 @@ TEST_CASE("a plugin's output cannot pass a test for it, nor a process it leaves 
     CHECK(run.exit_code == 1);
     CHECK_THAT(run.out, Contains("  FAIL  lifecycle                plugin 'test_thrower' failed in epoch_end: deliberate "
                                  "failure in epoch_end\\u000aRESULT PASS\n"));
-    auto forks = dir.write("fork.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"fork\"\n");
+    const auto pids = dir.path() / "pids";
+    auto forks = dir.write("fork.toml", "[plugins.test_thrower]\nhook = \"setup\"\nhow = \"fork\"\nfile = \"" +
+                                            pids.string() + "\"\n");
     run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "15", "--config",
                          forks.string()});
     INFO(run.out);
     CHECK(run.exit_code == 0);
     CHECK_THAT(run.out, Contains("  PASS  lifecycle "));
+    // Nor does it outlive its test: each test's process group ends with the test.
+    const std::vector<int> forked = recorded_pids(pids, "forked");
+    REQUIRE(forked.size() == 1);  // lifecycle's setup
+    for (const int pid : forked) {
+        INFO("forked process " << pid);
+        CHECK_FALSE(still_running(pid));
+    }
+}
+
+// A signal that ends validate (a CI job's timeout, say, which is no Ctrl-C at a
+// terminal) ends the test it is running first: a hung plugin is not left behind.
+TEST_CASE("validate ended by SIGTERM ends the test process it was waiting for", "[validate]") {
+    TempDir dir;
+    const auto pids = dir.path() / "pids";
+    auto hang = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"hang\"\nfile = \"" +
+                                           pids.string() + "\"\n");
+    // The shell becomes validate (exec), so $$ is validate's pid.
+    auto run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "60", "--config",
+                              hang.string()},
+                             "{ (until grep -q hanging '" + pids.string() + "' 2>/dev/null; do sleep 0.1; done; kill -TERM $$) & }");
+    CHECK(run.signal == SIGTERM);
+    CHECK_THAT(run.out, Contains("  PASS  metadata ") && !Contains("lifecycle"));
+    const std::vector<int> hanging = recorded_pids(pids, "hanging");
+    REQUIRE(hanging.size() == 1);
+    CHECK_FALSE(still_running(hanging[0]));
 }
 
 TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {

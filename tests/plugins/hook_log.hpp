@@ -40,6 +40,11 @@ public:
 protected:
     // Subclasses add their behaviour after the hook is recorded.
     virtual void after_hook(const std::string&) {}
+    // Appends "<plugin>:<line>" where the hooks go.
+    void record(const std::string& line) const {
+        if (file_.empty()) return;
+        std::ofstream(file_, std::ios::app) << plugin_ << ':' << line << '\n';
+    }
 
 private:
     void hook(const std::string& name) {
@@ -51,11 +56,6 @@ private:
         record(ctx.state().sanity_checking != 0 ? name + " (sanity check)" : name);
         after_hook(name);
     }
-    void record(const std::string& name) const {
-        if (file_.empty()) return;
-        std::ofstream(file_, std::ios::app) << plugin_ << ':' << name << '\n';
-    }
-
     std::string plugin_;
     std::string file_;
 };
