@@ -10,6 +10,7 @@ function(trainhost_add_plugin name)
   target_link_libraries(${name} PRIVATE trainhost::sdk)
   set_target_properties(${name} PROPERTIES
     PREFIX ""
+    C_VISIBILITY_PRESET hidden
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
   if(ARG_OUTPUT_DIRECTORY)

@@ -79,6 +79,17 @@ TEST_CASE("an installed trainhost builds and runs a third-party plugin, and find
     }
     const fs::path plugin = example / "param_norm.so";
     REQUIRE(fs::is_regular_file(plugin));
+    {  // hidden visibility: the entry is the one symbol of the SDK's or the plugin's it
+       // exports, so that two plugins built with different SDKs cannot bind to each
+       // other's code (libstdc++ declares its own templates visible: those stay)
+        auto symbols = run({"nm", "-D", "--defined-only", "-C", plugin.string()});
+        REQUIRE(symbols.exit_code == 0);
+        std::vector<std::string> exported;
+        for (const std::string& line : test_support::lines_of(symbols.out))
+            if (line.find("trainhost") != std::string::npos || line.find("anonymous namespace") != std::string::npos)
+                exported.push_back(line.substr(line.find(' ', line.find(' ') + 1) + 1));  // after address and type
+        CHECK(exported == std::vector<std::string>{"trainhost_plugin_entry"});
+    }
 
     const fs::path trainhost = prefix / "bin" / "trainhost";
     {  // training with the third-party plugin by path and a built-in one by name
