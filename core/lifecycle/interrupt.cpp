@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <unistd.h>
 
 namespace trainhost::lifecycle {
@@ -14,6 +15,8 @@ namespace {
 // atomic, not a plain sig_atomic_t, carries the flag to the training thread.
 std::atomic<int> g_pending{0};
 static_assert(std::atomic<int>::is_always_lock_free);
+std::atomic<const char*> g_notice{kStopTrainingNotice};
+static_assert(std::atomic<const char*>::is_always_lock_free);
 struct sigaction g_previous_int {};
 struct sigaction g_previous_term {};
 
@@ -34,10 +37,8 @@ extern "C" void on_interrupt(int signal_number) {
         errno = saved_errno;
         return;
     }
-    constexpr char kNotice[] =
-        "\ninterrupted: stopping after this training step (or this epoch's validation, or this predict pass); teardown "
-        "and the ledger check still run (interrupt again to exit at once)\n";
-    static_cast<void>(::write(STDERR_FILENO, kNotice, sizeof kNotice - 1));
+    const char* notice = g_notice.load();
+    static_cast<void>(::write(STDERR_FILENO, notice, std::strlen(notice)));
     errno = saved_errno;
 }
 
@@ -55,7 +56,8 @@ void install(int signal_number, struct sigaction& previous) {
 
 }  // namespace
 
-InterruptHandler::InterruptHandler() {
+InterruptHandler::InterruptHandler(const char* notice) {
+    g_notice.store(notice);
     install(SIGINT, g_previous_int);
     install(SIGTERM, g_previous_term);
 }

@@ -8,10 +8,16 @@
 
 namespace trainhost::lifecycle {
 
-// Installs the handlers for its lifetime and restores the previous ones after.
+// What a training run prints at the first signal.
+inline constexpr const char* kStopTrainingNotice =
+    "\ninterrupted: stopping after this training step (or this epoch's validation, or this predict pass); teardown "
+    "and the ledger check still run (interrupt again to exit at once)\n";
+
+// Installs the handlers for its lifetime and restores the previous ones after. The
+// first signal writes `notice` (a string that outlives the handler) to stderr.
 class InterruptHandler {
 public:
-    InterruptHandler();
+    explicit InterruptHandler(const char* notice = kStopTrainingNotice);
     ~InterruptHandler();
     InterruptHandler(const InterruptHandler&) = delete;
     InterruptHandler& operator=(const InterruptHandler&) = delete;

@@ -5,9 +5,9 @@
 #include "config/run_config.hpp"
 #include "config/table_reader.hpp"
 #include "errors.hpp"
+#include "lifecycle/interrupt.hpp"
 #include "report/output_file.hpp"
 
-#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -17,12 +17,10 @@
 #include <filesystem>
 #include <fmt/format.h>
 #include <fstream>
-#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <ostream>
 #include <poll.h>
-#include <pthread.h>
 #include <spawn.h>
 #include <sstream>
 #include <sys/wait.h>
@@ -35,11 +33,15 @@ namespace trainhost::validate {
 
 namespace {
 
+constexpr const char* kStopValidateNotice =
+    "\ninterrupted: ending the running test, then validate (interrupt again to exit at once)\n";
+
 struct Outcome {
     std::string test;
     std::string status;  // PASS, FAIL, SKIP
     std::string message;
     double seconds = 0;
+    int interrupted_by = 0;  // the signal that ended validate during the test: no result
 };
 
 // What a child printed, its last kKeptOutput bytes: for the last line it reached, and
@@ -60,52 +62,6 @@ std::string read_available(int fd) {
         if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
     return text;
 }
-
-// Each test's process leads a process group of its own, so that what a plugin starts
-// (a forked worker, a shell) ends with its test instead of outliving validate. The
-// group is not the terminal's foreground one, so Ctrl-C reaches validate alone, which
-// ends the running group before it ends itself by the signal.
-std::atomic<pid_t> running_group{0};
-static_assert(std::atomic<pid_t>::is_always_lock_free, "read in a signal handler");
-
-sigset_t signals_that_end_validate() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (const int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, signal_number);
-    return set;
-}
-
-extern "C" void end_running_group_then_validate(int signal_number) {
-    if (const pid_t group = running_group.load(); group > 0) ::kill(-group, SIGKILL);
-    // SA_RESETHAND restored the default action: the signal, held until this returns,
-    // then ends validate as it would have without this handler.
-    ::raise(signal_number);
-}
-
-// Installs that handler for validate's run, where the signal is not ignored (nohup's).
-class GroupEndingHandlers {
-public:
-    GroupEndingHandlers() {
-        for (std::size_t i = 0; i < std::size(kSignals); ++i) {
-            ::sigaction(kSignals[i], nullptr, &previous_[i]);
-            if (previous_[i].sa_handler == SIG_IGN) continue;
-            struct sigaction action {};
-            action.sa_handler = end_running_group_then_validate;
-            action.sa_flags = SA_RESETHAND;
-            sigemptyset(&action.sa_mask);
-            ::sigaction(kSignals[i], &action, nullptr);
-        }
-    }
-    ~GroupEndingHandlers() {
-        for (std::size_t i = 0; i < std::size(kSignals); ++i) ::sigaction(kSignals[i], &previous_[i], nullptr);
-    }
-    GroupEndingHandlers(const GroupEndingHandlers&) = delete;
-    GroupEndingHandlers& operator=(const GroupEndingHandlers&) = delete;
-
-private:
-    static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGHUP};
-    struct sigaction previous_[std::size(kSignals)] {};
-};
 
 // Whether the child has exited, leaving it unreaped: until it is reaped, its pid and so
 // its group's id cannot name another process.
@@ -138,9 +94,9 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
         ::close(pipe_fds[1]);
         return outcome;
     }
-    std::vector<std::string> args = {"trainhost", "__validate-one", "--test",   test.name,
-                                     "--seed",    std::to_string(seed), "--plugin", options.plugin,
-                                     "--result-fd", std::to_string(kResultFd)};
+    std::vector<std::string> args = {"trainhost",    "__validate-one",          "--test",     test.name,
+                                     "--seed",       std::to_string(seed),      "--plugin",   options.plugin,
+                                     "--result-fd",  std::to_string(kResultFd), "--parent-pid", std::to_string(::getpid())};
     if (!options.config.empty()) {
         args.push_back("--config");
         args.push_back(options.config);
@@ -155,21 +111,19 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     posix_spawn_file_actions_adddup2(&actions, result_fds[1], kResultFd);
     // Plugins may write files (checkpoints, logs): keep them out of the user's directory.
     posix_spawn_file_actions_addchdir_np(&actions, workdir.c_str());
-    // The child leads a group of its own; the signals that end validate are held until
-    // running_group names it, and the child starts with the mask validate had.
-    sigset_t ending = signals_that_end_validate(), previous;
-    ::pthread_sigmask(SIG_BLOCK, &ending, &previous);
+    // Nothing to read from a terminal: the child is not in its foreground group.
+    posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+    // The child leads a process group of its own, so that what a plugin starts (a
+    // forked worker, a shell) ends with its test instead of outliving validate, and a
+    // Ctrl-C at the terminal reaches validate alone, which ends the test itself.
     posix_spawnattr_t attributes;
     posix_spawnattr_init(&attributes);
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
     posix_spawnattr_setpgroup(&attributes, 0);
-    posix_spawnattr_setsigmask(&attributes, &previous);
     pid_t child = 0;
     const int spawned = posix_spawn(&child, "/proc/self/exe", &actions, &attributes, argv.data(), environ);
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);
-    if (spawned == 0) running_group.store(child);
-    ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
     ::close(pipe_fds[1]);
     ::close(result_fds[1]);
     if (spawned != 0) {
@@ -184,6 +138,10 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
     const auto deadline = started + std::chrono::seconds(options.timeout_seconds);
     bool timed_out = false;
     for (bool output_open = true; !has_exited(child);) {
+        if (const int signal_number = lifecycle::pending_interrupt(); signal_number != 0) {
+            outcome.interrupted_by = signal_number;
+            break;
+        }
         const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
         if (left.count() <= 0) {
             timed_out = true;
@@ -203,12 +161,12 @@ Outcome run_child(const ConformanceTestInfo& test, const ValidateOptions& option
         // on: either way, wait for it by the deadline.
         if (got == 0) output_open = false;
     }
-    // The test is over: whatever its process started goes with it (a hung child too).
+    // The test is over: whatever its process started goes with it (a hung or
+    // interrupted child too).
     ::kill(-child, SIGKILL);
     int status = 0;
     while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
     }
-    running_group.store(0);
     const std::string rest = read_available(pipe_fds[0]);
     keep_tail(output, rest.data(), rest.size());
     ::close(pipe_fds[0]);
@@ -355,15 +313,25 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     }
     out << fmt::format("validating {} at strictness {} (seed {}, {} round{})\n", options.plugin, options.strictness,
                        options.seed, options.repeat, options.repeat == 1 ? "" : "s");
-    const GroupEndingHandlers end_the_running_test_with_validate;
+    // Ctrl-C or SIGTERM ends the running test's process group, then validate: the
+    // tests done are reported (and --junit written), the work directory is removed,
+    // and the process ends by the signal.
+    const lifecycle::InterruptHandler interrupts(kStopValidateNotice);
     std::vector<Outcome> outcomes;
-    for (std::uint32_t round = 0; round < options.repeat; ++round) {
+    int interrupted_by = 0;
+    for (std::uint32_t round = 0; round < options.repeat && interrupted_by == 0; ++round) {
         std::map<std::string, std::string> status;  // this round's, by test
         for (const ConformanceTestInfo& test : conformance_tests()) {
             if (test.level > options.strictness) continue;
             const bool blocked = !test.requires_test.empty() && status[test.requires_test] != "PASS";
             Outcome outcome = blocked ? Outcome{test.name, "SKIP", "not run: needs " + test.requires_test + " to pass", 0}
                                       : run_child(test, options, options.seed + round, workdir);
+            if (outcome.interrupted_by != 0) {
+                interrupted_by = outcome.interrupted_by;
+                out << fmt::format("validate: interrupted by {} during {}: no more tests run\n",
+                                   lifecycle::interrupt_name(interrupted_by), test.name);
+                break;
+            }
             status[test.name] = outcome.status;
             out << fmt::format("  {}  {:<24} {}\n", outcome.status, test.name,
                                outcome.status == "PASS" ? test.checks : outcome.message)
@@ -379,7 +347,7 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
         skipped += o.status == "SKIP";
     }
     out << fmt::format("validate: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
-    int exit_code = failed == 0 ? 0 : 1;
+    int exit_code = interrupted_by != 0 ? 128 + interrupted_by : failed == 0 ? 0 : 1;
     if (!options.junit.empty()) {
         try {
             out << std::flush;  // the summary before the XML, where both go to one pipe (/dev/stdout)
@@ -387,7 +355,7 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
         } catch (const std::exception& e) {
             out << std::flush;
             err << fmt::format("error: --junit {}: {}\n", options.junit, e.what());
-            exit_code = 1;
+            if (interrupted_by == 0) exit_code = 1;
         }
     }
     return exit_code;

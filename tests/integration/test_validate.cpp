@@ -241,28 +241,41 @@ TEST_CASE("a plugin's output cannot pass a test for it, nor a process it leaves 
     // Nor does it outlive its test: each test's process group ends with the test.
     const std::vector<int> forked = recorded_pids(pids, "forked");
     REQUIRE(forked.size() == 1);  // lifecycle's setup
-    for (const int pid : forked) {
-        INFO("forked process " << pid);
-        CHECK_FALSE(still_running(pid));
-    }
+    CHECK(forked[0] > 0);
+    CHECK_FALSE(still_running(forked[0]));
 }
 
 // A signal that ends validate (a CI job's timeout, say, which is no Ctrl-C at a
-// terminal) ends the test it is running first: a hung plugin is not left behind.
+// terminal) ends the test it is running first, reports the tests done, removes its
+// work directory and ends validate by the signal: a hung plugin is not left behind.
 TEST_CASE("validate ended by SIGTERM ends the test process it was waiting for", "[validate]") {
     TempDir dir;
     const auto pids = dir.path() / "pids";
+    const auto validate_pid = dir.path() / "validate_pid";
     auto hang = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"hang\"\nfile = \"" +
                                            pids.string() + "\"\n");
-    // The shell becomes validate (exec), so $$ is validate's pid.
+    // The shell becomes validate (exec), so $$ is validate's pid. The watcher ends
+    // with validate, and holds none of the test's output.
+    const std::string watcher = "echo $$ > '" + validate_pid.string() +
+                                "'; { (i=0; while [ $i -lt 600 ] && kill -0 $$ 2>/dev/null; do "
+                                "if grep -q hanging '" + pids.string() + "' 2>/dev/null; then kill -TERM $$; exit; fi; "
+                                "sleep 0.1; i=$((i+1)); done) >/dev/null 2>&1 & }";
+    const auto junit = dir.path() / "report.xml";
     auto run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "60", "--config",
-                              hang.string()},
-                             "{ (until grep -q hanging '" + pids.string() + "' 2>/dev/null; do sleep 0.1; done; kill -TERM $$) & }");
+                              hang.string(), "--junit", junit.string()},
+                             watcher);
     CHECK(run.signal == SIGTERM);
-    CHECK_THAT(run.out, Contains("  PASS  metadata ") && !Contains("lifecycle"));
+    CHECK_THAT(run.out, Contains("  PASS  create_destroy ") &&
+                            EndsWith("validate: interrupted by SIGTERM during lifecycle: no more tests run\n"
+                                     "validate: 3 passed, 0 failed, 0 skipped\n"));
+    CHECK_THAT(run.err, Contains("interrupted: ending the running test, then validate"));
+    CHECK_THAT(test_support::read_file(junit), Contains("tests=\"3\" failures=\"0\""));
     const std::vector<int> hanging = recorded_pids(pids, "hanging");
     REQUIRE(hanging.size() == 1);
+    CHECK(hanging[0] > 0);
     CHECK_FALSE(still_running(hanging[0]));
+    const std::string pid = test_support::lines_of(test_support::read_file(validate_pid)).at(0);
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / ("trainhost-validate-" + pid)));
 }
 
 TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {
