@@ -87,10 +87,10 @@ void Session::save_checkpoint(resources::OwnerId owner, std::string_view path, b
     for (const auto& [key, value] : metrics_) data.metadata[std::string(kMetricPrefix) + key] = fmt::format("{:a}", value);
     data.metadata["trainer.epoch_correct"] = std::to_string(epoch_correct_);
     data.metadata["trainer.epoch_samples"] = std::to_string(state_.samples_seen);
-    device::MemoryResource& memory = model_device_ref().memory();
+    // Each from its own device: a move that failed part way leaves the model split.
     for (const nn::Parameter* p : fit.model->parameters()) {
         std::vector<float> host(p->value.numel());
-        memory.copy_to_host(host.data(), p->value.data(), p->value.bytes());
+        devices_[p->value.buffer().device()]->memory().copy_to_host(host.data(), p->value.data(), p->value.bytes());
         data.add_f32("param/" + p->name, {p->value.shape().begin(), p->value.shape().end()}, host.data(), host.size());
     }
     if (!weights_only) {

@@ -75,10 +75,12 @@ void Session::apply_pending_move() {
     fit.targets.move_to(target);
     fit.host = std::move(host);
     fit.loss_workspace = std::move(loss_workspace);
-    // What plugins took in the hook that asked, still on the old device, goes too.
-    ledger_->relocate_attached(target, hook_first_lease_);
+    // The model is there now, whether or not the plugins' state follows: a fit that
+    // fails below must read, save and take new buffers where the model is.
     model_device_ = target;
     state_.device = devices_[target]->name().c_str();
+    // What plugins took in the hook that asked, still on the old device, goes too.
+    ledger_->relocate_attached(target, hook_first_lease_);
     if (options_.verbose)
         out_ << fmt::format("moved the model from {} to {}\n", devices_[source]->name(), devices_[target]->name());
     for (const resources::LeaseRecord& lease : ledger_->leases_on(source))

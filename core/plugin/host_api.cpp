@@ -370,7 +370,7 @@ th_status grad_scale(th_host* host, std::uint32_t index, float factor) {
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
-        host->services->model_backend().scale(param->grad, param->numel, factor);
+        host->services->ledger().device(param->device).backend().scale(param->grad, param->numel, factor);
         return TH_OK;
     });
 }

@@ -35,7 +35,9 @@ th_status param_op(th_host* host, const char* what, std::string_view changes, st
         ParamAccess storage;
         ParamAccess* param = find_param(host, index, storage);
         if (!param) return TH_INVALID_ARGUMENT;
-        op(*param, param_sized(host, what, handle, *param), host->services->model_backend());
+        // The parameter's own device, not the model's: after a move that failed part
+        // way the two can differ, and a backend must never touch another's memory.
+        op(*param, param_sized(host, what, handle, *param), host->services->ledger().device(param->device).backend());
         return TH_OK;
     });
 }
@@ -97,10 +99,17 @@ th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const
             return fail(host, TH_INVALID_ARGUMENT, "magnitude_threshold needs parameter indices and an output");
         std::vector<device::Backend::MaskedSpan> spans;
         std::uint64_t total = 0;
+        std::optional<device::DeviceIndex> on;  // the one device all the parameters are on
         for (std::uint32_t i = 0; i < count; ++i) {
             ParamAccess storage;
             ParamAccess* param = find_param(host, indices[i], storage);
             if (!param) return TH_INVALID_ARGUMENT;
+            if (on && *on != param->device)
+                return fail(host, TH_INVALID_ARGUMENT,
+                            fmt::format("magnitude_threshold: parameter {} is on {}, parameter {} on {}", indices[0],
+                                        host->services->ledger().device(*on).name(), indices[i],
+                                        host->services->ledger().device(param->device).name()));
+            on = param->device;
             const float* mask = masks && masks[i].id != 0 ? param_sized(host, "magnitude_threshold", masks[i], *param)
                                                           : nullptr;
             spans.push_back({param->data, mask, param->numel});
@@ -112,7 +121,9 @@ th_status magnitude_threshold(th_host* host, const std::uint32_t* indices, const
         // Past the entries the masks keep, or a NaN among them: the backend's refusal is
         // the caller's argument, not a failure of the host.
         try {
-            *out = host->services->model_backend().kth_smallest_magnitude(spans, k);
+            device::Backend& backend =
+                on ? host->services->ledger().device(*on).backend() : host->services->model_backend();
+            *out = backend.kth_smallest_magnitude(spans, k);
         } catch (const std::invalid_argument& e) {
             return fail(host, TH_INVALID_ARGUMENT, fmt::format("{} (of the entries the masks keep)", e.what()));
         }

@@ -100,6 +100,41 @@ private:
     std::string warm_up_failure_;
 };
 
+// cuda:0 computing as cpu:0 does, whose memory is out at its `refused`th allocation
+// alone, as where a cache let go of memory just after.
+class GpuRefusingOneAllocation final : public test_support::StandInDevice {
+public:
+    explicit GpuRefusingOneAllocation(std::size_t refused) : StandInDevice("cuda:0"), memory_(cpu_memory(), refused) {}
+    [[nodiscard]] device::MemoryResource& memory() noexcept override { return memory_; }
+
+private:
+    device::MemoryResource& cpu_memory() noexcept { return StandInDevice::memory(); }
+    class RefusingOnce final : public device::MemoryResource {
+    public:
+        RefusingOnce(device::MemoryResource& upstream, std::size_t refused) : upstream_(upstream), refused_(refused) {}
+        [[nodiscard]] const std::string& device_name() const noexcept override { return name_; }
+        [[nodiscard]] void* allocate(std::size_t bytes, std::size_t& reserved) override {
+            return ++allocations_ == refused_ ? nullptr : upstream_.allocate(bytes, reserved);
+        }
+        [[nodiscard]] std::size_t rounded(std::size_t bytes) const noexcept override { return upstream_.rounded(bytes); }
+        void deallocate(void* address, std::size_t bytes, std::size_t reserved) noexcept override {
+            upstream_.deallocate(address, bytes, reserved);
+        }
+        void copy_to_host(void* dst, const void* src, std::size_t bytes) override { upstream_.copy_to_host(dst, src, bytes); }
+        void copy_from_host(void* dst, const void* src, std::size_t bytes) override {
+            upstream_.copy_from_host(dst, src, bytes);
+        }
+        [[nodiscard]] device::MemoryStats stats() const noexcept override { return upstream_.stats(); }
+
+    private:
+        device::MemoryResource& upstream_;
+        std::size_t refused_;
+        std::size_t allocations_ = 0;
+        std::string name_ = "cuda:0";
+    };
+    RefusingOnce memory_;
+};
+
 const std::string kBusy = "cuda:0 cannot be opened: CUDA-capable device(s) is/are busy or unavailable (scripted)";
 
 // cpu:0, then the GPUs the driver lists: cuda:0 cannot be opened; cuda:1 opens when `second_gpu`.
@@ -203,4 +238,34 @@ TEST_CASE("a GPU that fails its warm-up is not used, and auto says why it fell b
                                    failure + "\n"));
     REQUIRE(moved.result.fits.size() == 1);
     CHECK(moved.result.fits[0].failure_exit == 4);
+}
+
+// The model is on the GPU once its own move is done, even where the plugins' state
+// attached to it cannot follow: on_exception then takes buffers and copies parameters
+// where the model is (the move used to leave the core pointed at the old device, so
+// such a copy was refused, and on a real GPU a backend ran on another device's memory).
+TEST_CASE("a move whose plugin state does not fit leaves the core where the model went", "[lifecycle][devices]") {
+    const std::string config = "\n[plugins.togpu]\ntarget = \"cuda:0\"\n[plugins.test_stale_state]\nkey = \"param_id\"\n"
+                               "attach = true\ncopy_in_exception = true\n";
+    bool met = false;
+    // The allocation the GPU refuses, moved on until it is an attached lease's.
+    for (std::size_t refused = 1; refused < 400 && !met; ++refused) {
+        const Run run = run_on(
+            [refused] {
+                device::DeviceInventory inventory;
+                inventory.devices.push_back(std::make_unique<device::CpuDevice>(0));
+                inventory.devices.push_back(std::make_unique<GpuRefusingOneAllocation>(refused));
+                inventory.cuda_count = 1;
+                return inventory;
+            },
+            1, config, {"togpu", test_support::test_plugin("test_stale_state")}, "cpu");
+        if (run.err.find("cannot move lease") == std::string::npos) continue;
+        met = true;
+        INFO("refused allocation " << refused << "\n" << run.out << run.err);
+        CHECK_THAT(run.err, Contains("cuda:0: cannot move lease") && Contains("of test_stale_state"));
+        CHECK_THAT(run.err, !Contains("failed in exception"));
+        REQUIRE(run.result.fits.size() == 1);
+        CHECK(run.result.fits[0].failure_exit == 4);
+    }
+    CHECK(met);
 }

@@ -20,12 +20,22 @@ public:
     static constexpr th_option_spec options[] = {
         {"key", TH_OPTION_STRING, "\"storage\"", "storage (the bug) or param_id"},
         {"attach", TH_OPTION_BOOL, "false", "attach the state to its parameter so it moves with the model"},
+        {"copy_in_exception", TH_OPTION_BOOL, "false",
+         "in on_exception, copy each parameter into a buffer taken there (where the model is)"},
     };
     StaleState(Context&, const trainhost::sdk::Options& options)
-        : by_storage_(options.get_string("key") == "storage"), attach_(options.get_bool("attach")) {}
+        : by_storage_(options.get_string("key") == "storage"), attach_(options.get_bool("attach")),
+          copy_in_exception_(options.get_bool("copy_in_exception")) {}
 
     void on_setup(Context& ctx) override { track(ctx); }
     void on_epoch_start(Context& ctx) override { track(ctx); }
+    void on_exception(Context& ctx) override {
+        if (!copy_in_exception_) return;
+        for (std::uint32_t i = 0; i < ctx.param_count(); ++i) {
+            auto copy = ctx.allocate(ctx.param(i).numel * sizeof(float), TH_SCOPE_STEP, "exception.copy");
+            ctx.copy_param_to(i, copy);
+        }
+    }
     void on_teardown(Context&) override { state_.clear(); }
 
 private:
@@ -42,6 +52,7 @@ private:
 
     bool by_storage_;
     bool attach_;
+    bool copy_in_exception_;
     std::map<std::uint64_t, trainhost::sdk::DeviceBuffer> state_;
 };
 
