@@ -597,6 +597,17 @@ TEST_CASE("an SDK lease object that holds no lease refuses every use, as a null 
     second.reset();
     refused([&] { second.download(back); }, "copy_to_host");
     CHECK(host.services.ledger().misuses().empty());
+    // The host's message names the call already: the SDK does not name it twice.
+    sdk::DeviceBuffer third(link, host.services.ledger().acquire(host.raw.owner, TH_RESOURCE_DEVICE_MEMORY, bytes,
+                                                                 TH_SCOPE_FIT, "third"),
+                            TH_RESOURCE_DEVICE_MEMORY, bytes);
+    try {
+        ctx.copy_param_to(0, third);
+        FAIL("a parameter operation outside a hook was not refused");
+    } catch (const sdk::Error& e) {
+        CHECK(e.status() == TH_OUT_OF_PHASE);
+        CHECK(std::string(e.what()) == "param_copy_to is not allowed in phase core (allowed from setup to teardown)");
+    }
 }
 
 TEST_CASE("metric_erase (ABI 1.12) removes a metric its writes cover, in the phases metric_set has", "[host_api][abi12]") {

@@ -45,8 +45,14 @@ public:
     [[nodiscard]] const th_host_api& api() const noexcept { return *api_; }
     [[nodiscard]] th_host* host() const noexcept { return host_; }
 
+    // The error names the call, once: most of the host's messages begin with its name.
     void check(th_status status, const char* what) const {
-        if (status != TH_OK) throw Error(status, std::string(what) + ": " + api_->last_error(host_));
+        if (status == TH_OK) return;
+        std::string detail = api_->last_error(host_);
+        const std::size_t length = std::char_traits<char>::length(what);
+        const bool named = detail.compare(0, length, what) == 0 && detail.size() > length &&
+                           (detail[length] == ':' || detail[length] == ' ');
+        throw Error(status, named ? std::move(detail) : std::string(what) + ": " + detail);
     }
     // A host older than the minor that added a call offers a shorter table: the call
     // is refused as unsupported instead of read past the table's end. `table_end` is
