@@ -274,6 +274,7 @@ SessionResult Session::run() {
     enter(Phase::core);
     release_core_objects();
     record_leaks(ledger_->end_scope(TH_SCOPE_SESSION, "session_end", options_.config.on_violation));
+    for (th_host* host : ended_hosts_) plugin::record_foreign_thread_calls(*ledger_, *host, true);
     result.leaks = leaks_;
     result.misuses = ledger_->misuses();
     if (options_.config.on_violation != resources::ViolationPolicy::ignore) {
@@ -402,6 +403,7 @@ void Session::run_fit(std::uint32_t index, FitRecord& record) {
                                      resources::format_leak(leaks_[leaks_before]));
         record.failure_exit = kExitResourceContract;
     }
+    for (const auto& instance : instances_) ended_hosts_.push_back(&instance->host());
     instances_.clear();
     enter(Phase::core);
     settle_devices(record, free_at_start);

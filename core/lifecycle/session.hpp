@@ -229,6 +229,9 @@ private:
     std::vector<std::shared_ptr<plugin::PluginLibrary>> libraries_;
     std::vector<resources::OwnerId> owners_;  // parallel to libraries_
     std::vector<std::unique_ptr<plugin::PluginInstance>> instances_;
+    // The hosts of the instances ended so far: a thread a plugin left running may call
+    // them still (refused), reported before the verdict.
+    std::vector<th_host*> ended_hosts_;
     std::unique_ptr<FitState> fit_;
     std::map<std::string, double, std::less<>> metrics_;
     th_train_state state_{};

@@ -70,6 +70,7 @@ PluginInstance::PluginInstance(std::shared_ptr<PluginLibrary> library, HostServi
 
 PluginInstance::~PluginInstance() {
     (void)destroy();  // what it threw, where destroy() was not called first, has no fit left to fail
+    report_foreign_thread_calls(true);  // those since destroy()
     host_.services = nullptr;
     host_.declared_writes.reset();
     host_.last_error = std::string();
@@ -214,16 +215,20 @@ std::string PluginInstance::destroy_created(void* instance) noexcept {
     return thrown;
 }
 
-void PluginInstance::report_foreign_thread_calls() noexcept {
-    const std::uint64_t calls = host_.foreign_thread_calls.exchange(0);
-    if (calls == 0 || host_.services == nullptr) return;
-    const char* first = host_.first_foreign_call.exchange(nullptr);
+void PluginInstance::report_foreign_thread_calls(bool ended) noexcept {
+    if (host_.services != nullptr) record_foreign_thread_calls(host_.services->ledger(), host_, ended);
+}
+
+void record_foreign_thread_calls(resources::Ledger& ledger, th_host& host, bool ended) noexcept {
+    const std::uint64_t calls = host.foreign_thread_calls.exchange(0);
+    if (calls == 0) return;
+    const char* first = host.first_foreign_call.exchange(nullptr);
     try {
-        host_.services->ledger().record_misuse(
-            host_.owner, resources::MisuseKind::wrong_thread, 0,
-            fmt::format("{} host call{} from a thread other than the one that runs its hooks (the first: {}), refused: "
-                        "the host API serves that thread alone",
-                        calls, calls == 1 ? "" : "s", first != nullptr ? first : "?"));
+        ledger.record_misuse(host.owner, resources::MisuseKind::wrong_thread, 0,
+                             fmt::format("{} host call{} from a thread other than the one that runs its hooks (the "
+                                         "first: {}){}, refused: the host API serves that thread alone",
+                                         calls, calls == 1 ? "" : "s", first != nullptr ? first : "?",
+                                         ended ? ", after its instance ended" : ""));
     } catch (...) {  // out of memory for the record: the calls were refused all the same
     }
 }

@@ -44,11 +44,14 @@ public:
     [[nodiscard]] std::string_view name() const noexcept { return library_->name(); }
     [[nodiscard]] resources::OwnerId owner() const noexcept { return host_.owner; }
     [[nodiscard]] const PluginLibrary& library() const noexcept { return *library_; }
+    // Outlives the instance, retired: a thread the plugin left running may still call
+    // it, refused and counted, for the session to report (record_foreign_thread_calls).
+    [[nodiscard]] th_host& host() noexcept { return host_; }
 
 private:
     // Host calls the plugin made from its other threads since the last boundary,
     // refused as they came, recorded as one misuse here, on the hooks' thread.
-    void report_foreign_thread_calls() noexcept;
+    void report_foreign_thread_calls(bool ended = false) noexcept;
     [[nodiscard]] std::string destroy_created(void* instance) noexcept;
 
     std::shared_ptr<PluginLibrary> library_;
@@ -56,5 +59,10 @@ private:
     th_host& host_;  // outlives this instance: see new_host()
     void* instance_ = nullptr;
 };
+
+// Records the calls made on `host` from threads other than its hooks' since the last
+// record, refused as they came, as one wrong_thread misuse of its owner; `ended`: they
+// came after its instance ended. Never throws.
+void record_foreign_thread_calls(resources::Ledger& ledger, th_host& host, bool ended) noexcept;
 
 }  // namespace trainhost::plugin

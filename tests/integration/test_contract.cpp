@@ -134,6 +134,19 @@ TEST_CASE("host calls from a plugin's own thread are refused, touch nothing, and
         CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 0 leaks, "));
         CHECK(report_of(dir)["fits"][0]["memory_after_teardown"]["bytes_in_use"] == 0);
     }
+    SECTION("a thread left running by an ended instance: its calls are a misuse before the verdict") {
+        auto config = dir.write("run.toml", tiny_config(1, "\n[plugins.test_thread_caller]\nmode = \"detached\"\n"));
+        auto run = run_trainhost(with_report(
+            dir, {"--config", config.string(), "--plugins=" + test_plugin("test_thread_caller"), "--repeat", "2"}));
+        INFO(run.out << run.err);
+        CHECK(run.exit_code == 3);
+        CHECK_THAT(run.err, Contains("misuse: plugin=test_thread_caller kind=wrong_thread phase=core id=0 detail=3 host "
+                                     "calls from a thread other than the one that runs its hooks (the first: acquire), "
+                                     "after its instance ended, refused: the host API serves that thread alone\n"));
+        CHECK_THAT(run.last_line(), StartsWith("resources: VIOLATION - 0 leaks, 1 misuse (policy fail): "
+                                               "test_thread_caller wrong_thread"));
+        CHECK(report_of(dir)["fits"].size() == 2);
+    }
 }
 
 TEST_CASE("moves back and forth carry the optimizer's state: training stays identical and memory flat",

@@ -4,11 +4,15 @@
 // as a wrong_thread misuse at the plugin's next boundary, never corrupt the host.
 // joined: three calls from a thread started and joined inside setup. concurrent: a
 // thread that acquires and releases for the whole fit while the hooks do the same.
+// detached (with --repeat 2): the first fit's instance leaves a thread behind, never
+// joined, that makes three calls once the second fit's instance exists; that instance
+// waits for them in its teardown.
 #include <trainhost/sdk.hpp>
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -24,16 +28,24 @@ public:
     static constexpr const char* version = "1";
     static constexpr const char* description = "calls the host API from a thread other than the hooks'";
     static constexpr th_option_spec options[] = {
-        {"mode", TH_OPTION_STRING, "\"joined\"", "joined or concurrent (see the file's comment)"},
+        {"mode", TH_OPTION_STRING, "\"joined\"", "joined, concurrent or detached (see the file's comment)"},
     };
-    ThreadCaller(Context&, const trainhost::sdk::Options& options) : mode_(options.get_string("mode")) {
-        if (mode_ != "joined" && mode_ != "concurrent")
-            throw trainhost::sdk::OptionError("mode must be joined or concurrent, not '" + mode_ + "'");
+    ThreadCaller(Context&, const trainhost::sdk::Options& options)
+        : mode_(options.get_string("mode")), number_(instances_made.fetch_add(1) + 1) {
+        if (mode_ != "joined" && mode_ != "concurrent" && mode_ != "detached")
+            throw trainhost::sdk::OptionError("mode must be joined, concurrent or detached, not '" + mode_ + "'");
     }
-    ~ThreadCaller() override { stop_worker(); }
+    ~ThreadCaller() override {
+        stop_worker();
+        if (mode_ == "detached" && number_ == 1 && link_) leave_a_thread_behind(*link_);
+    }
 
     void on_setup(Context& ctx) override {
         const trainhost::sdk::HostLink link = ctx.link();
+        if (mode_ == "detached") {
+            link_ = link;
+            return;
+        }
         if (mode_ == "concurrent") {
             worker_ = std::thread([this, link] {
                 while (!stopping_.load()) {
@@ -76,6 +88,14 @@ public:
     }
 
     void on_teardown(Context&) override {
+        if (mode_ == "detached" && number_ == 2) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (!late_calls_made.load()) {
+                if (std::chrono::steady_clock::now() > deadline)
+                    throw std::runtime_error("the thread the first instance left made no call for 30 s");
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            }
+        }
         stop_worker();
         if (served_.load()) throw std::runtime_error("the worker's acquire was served");
     }
@@ -90,12 +110,31 @@ private:
         }
     }
 
+    // As a worker its plugin forgot to join: it calls the ended instance's host.
+    static void leave_a_thread_behind(trainhost::sdk::HostLink link) {
+        std::thread([link] {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (instances_made.load() < 2 && std::chrono::steady_clock::now() < deadline)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            for (int i = 0; i < 3; ++i) {
+                th_handle handle{};
+                (void)link.api().acquire(link.host(), TH_RESOURCE_DEVICE_MEMORY, 64, TH_SCOPE_FIT, "left behind", &handle);
+            }
+            late_calls_made.store(true);
+        }).detach();
+    }
+
     void stop_worker() noexcept {
         stopping_.store(true);
         if (worker_.joinable()) worker_.join();
     }
 
+    static inline std::atomic<int> instances_made{0};
+    static inline std::atomic<bool> late_calls_made{false};
+
     std::string mode_;
+    int number_;
+    std::optional<trainhost::sdk::HostLink> link_;
     std::thread worker_;
     std::atomic<bool> stopping_{false};
     std::atomic<bool> served_{false};
