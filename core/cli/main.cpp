@@ -17,7 +17,6 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
-#include <csignal>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -29,7 +28,6 @@
 #include <optional>
 #include <string>
 #include <sys/auxv.h>
-#include <sys/prctl.h>
 #include <unistd.h>
 #include <vector>
 
@@ -356,7 +354,7 @@ int run_command(int argc, char** argv) {
     validate_one->add_option("--seed", checks.seed);
     validate_one->add_option("--config", checks.config);
     validate_one->add_option("--result-fd", result_fd);
-    pid_t parent_pid = 0;
+    int parent_pid = 0;
     validate_one->add_option("--parent-pid", parent_pid);
     app.require_subcommand(0, 1);
 
@@ -416,10 +414,7 @@ int run_command(int argc, char** argv) {
             return validate::validate_plugin(checks, std::cout, std::cerr);
         }
         if (validate_one->parsed()) {
-            // The test ends with validate even where validate is killed (SIGKILL) and
-            // can end nothing itself, and does not start where validate is already gone.
-            ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-            if (parent_pid != 0 && ::getppid() != parent_pid) return 1;
+            if (!validate::end_with_validate(parent_pid)) return 1;
             return validate::run_conformance_test(one_test, checks, std::cout, result_fd);
         }
         if (args.config.empty()) {

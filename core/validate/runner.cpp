@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sstream>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -61,6 +62,10 @@ std::string read_available(int fd) {
     for (ssize_t got; (got = ::read(fd, buffer, sizeof buffer)) > 0 || (got < 0 && errno == EINTR);)
         if (got > 0) text.append(buffer, static_cast<std::size_t>(got));
     return text;
+}
+
+extern "C" void end_own_group(int) {
+    ::kill(0, SIGKILL);  // the process group this test's process leads, itself included
 }
 
 // Whether the child has exited, leaving it unreaped: until it is reaped, its pid and so
@@ -323,6 +328,12 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
         std::map<std::string, std::string> status;  // this round's, by test
         for (const ConformanceTestInfo& test : conformance_tests()) {
             if (test.level > options.strictness) continue;
+            if (const int signal_number = lifecycle::pending_interrupt(); signal_number != 0) {
+                interrupted_by = signal_number;
+                out << fmt::format("validate: interrupted by {} before {}: no more tests run\n",
+                                   lifecycle::interrupt_name(interrupted_by), test.name);
+                break;
+            }
             const bool blocked = !test.requires_test.empty() && status[test.requires_test] != "PASS";
             Outcome outcome = blocked ? Outcome{test.name, "SKIP", "not run: needs " + test.requires_test + " to pass", 0}
                                       : run_child(test, options, options.seed + round, workdir);
@@ -347,6 +358,8 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
         skipped += o.status == "SKIP";
     }
     out << fmt::format("validate: {} passed, {} failed, {} skipped\n", passed, failed, skipped);
+    // A signal after the last test changes no result, only how validate ends.
+    if (interrupted_by == 0) interrupted_by = lifecycle::pending_interrupt();
     int exit_code = interrupted_by != 0 ? 128 + interrupted_by : failed == 0 ? 0 : 1;
     if (!options.junit.empty()) {
         try {
@@ -359,6 +372,18 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
         }
     }
     return exit_code;
+}
+
+bool end_with_validate(int parent_pid) noexcept {
+    // A real-time signal, which no plugin has a use for, rather than SIGKILL, which
+    // would end this process alone.
+    const int parent_died = SIGRTMIN + 1;
+    struct sigaction action {};
+    action.sa_handler = end_own_group;
+    sigemptyset(&action.sa_mask);
+    ::sigaction(parent_died, &action, nullptr);
+    ::prctl(PR_SET_PDEATHSIG, parent_died);
+    return parent_pid == 0 || ::getppid() == parent_pid;
 }
 
 }  // namespace trainhost::validate

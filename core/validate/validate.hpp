@@ -33,8 +33,15 @@ struct ConformanceTestInfo {
 
 // Parent: runs every test up to the strictness in child processes; prints a line
 // per test and a summary; returns 0 when all passed, 1 otherwise (also when the
-// --junit file could not be written at the end, which is said on `err`).
+// --junit file could not be written at the end, which is said on `err`), 128 + N
+// when signal N (SIGINT, SIGTERM) interrupted it.
 [[nodiscard]] int validate_plugin(const ValidateOptions& options, std::ostream& out, std::ostream& err);
+
+// Child, first: binds this test's process group to the life of validate (pid
+// `parent_pid`), so that however validate ends (SIGKILL, a second Ctrl-C, a hang-up)
+// the group ends too, whatever the plugin started in it included. False where
+// validate has already gone.
+[[nodiscard]] bool end_with_validate(int parent_pid) noexcept;
 
 // Child: runs one test in this process and gives "PASS|FAIL|SKIP message" (one line) on
 // `result_fd`, where the parent reads it apart from what the plugin prints; without

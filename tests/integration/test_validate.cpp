@@ -245,37 +245,74 @@ TEST_CASE("a plugin's output cannot pass a test for it, nor a process it leaves 
     CHECK_FALSE(still_running(forked[0]));
 }
 
+namespace {
+
+// Runs validate on test_thrower failing with `how` at fit_start (a hang), and sends
+// validate `signal` ("TERM", "KILL") once the plugin says it hangs.
+struct SignalledValidate {
+    test_support::RunResult run;
+    std::filesystem::path pids;         // what test_thrower wrote
+    std::string validate_pid;
+    std::filesystem::path junit;
+};
+
+SignalledValidate validate_until_hanging(const TempDir& dir, const std::string& how, const std::string& signal) {
+    SignalledValidate v;
+    v.pids = dir.path() / "pids";
+    v.junit = dir.path() / "report.xml";
+    const auto validate_pid = dir.path() / "validate_pid";
+    auto config = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"" + how +
+                                             "\"\nfile = \"" + v.pids.string() + "\"\n");
+    // The shell becomes validate (exec), so $$ is validate's pid. The watcher ends
+    // with validate, and holds none of the test's output.
+    const std::string watcher = "echo $$ > '" + validate_pid.string() +
+                                "'; { (i=0; while [ $i -lt 600 ] && kill -0 $$ 2>/dev/null; do "
+                                "if grep -q hanging '" + v.pids.string() + "' 2>/dev/null; then kill -" + signal +
+                                " $$; exit; fi; sleep 0.1; i=$((i+1)); done) >/dev/null 2>&1 & }";
+    v.run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "60", "--config",
+                           config.string(), "--junit", v.junit.string()},
+                          watcher);
+    v.validate_pid = test_support::lines_of(test_support::read_file(validate_pid)).at(0);
+    return v;
+}
+
+}  // namespace
+
 // A signal that ends validate (a CI job's timeout, say, which is no Ctrl-C at a
 // terminal) ends the test it is running first, reports the tests done, removes its
 // work directory and ends validate by the signal: a hung plugin is not left behind.
 TEST_CASE("validate ended by SIGTERM ends the test process it was waiting for", "[validate]") {
     TempDir dir;
-    const auto pids = dir.path() / "pids";
-    const auto validate_pid = dir.path() / "validate_pid";
-    auto hang = dir.write("hang.toml", "[plugins.test_thrower]\nhook = \"fit_start\"\nhow = \"hang\"\nfile = \"" +
-                                           pids.string() + "\"\n");
-    // The shell becomes validate (exec), so $$ is validate's pid. The watcher ends
-    // with validate, and holds none of the test's output.
-    const std::string watcher = "echo $$ > '" + validate_pid.string() +
-                                "'; { (i=0; while [ $i -lt 600 ] && kill -0 $$ 2>/dev/null; do "
-                                "if grep -q hanging '" + pids.string() + "' 2>/dev/null; then kill -TERM $$; exit; fi; "
-                                "sleep 0.1; i=$((i+1)); done) >/dev/null 2>&1 & }";
-    const auto junit = dir.path() / "report.xml";
-    auto run = run_trainhost({"validate", test_plugin("test_thrower"), "--strictness", "3", "--timeout", "60", "--config",
-                              hang.string(), "--junit", junit.string()},
-                             watcher);
-    CHECK(run.signal == SIGTERM);
-    CHECK_THAT(run.out, Contains("  PASS  create_destroy ") &&
-                            EndsWith("validate: interrupted by SIGTERM during lifecycle: no more tests run\n"
-                                     "validate: 3 passed, 0 failed, 0 skipped\n"));
-    CHECK_THAT(run.err, Contains("interrupted: ending the running test, then validate"));
-    CHECK_THAT(test_support::read_file(junit), Contains("tests=\"3\" failures=\"0\""));
-    const std::vector<int> hanging = recorded_pids(pids, "hanging");
+    const SignalledValidate v = validate_until_hanging(dir, "hang", "TERM");
+    CHECK(v.run.signal == SIGTERM);
+    CHECK_THAT(v.run.out, Contains("  PASS  create_destroy ") &&
+                              EndsWith("validate: interrupted by SIGTERM during lifecycle: no more tests run\n"
+                                       "validate: 3 passed, 0 failed, 0 skipped\n"));
+    CHECK_THAT(v.run.err, Contains("interrupted: ending the running test, then validate"));
+    CHECK_THAT(test_support::read_file(v.junit), Contains("tests=\"3\" failures=\"0\""));
+    const std::vector<int> hanging = recorded_pids(v.pids, "hanging");
     REQUIRE(hanging.size() == 1);
     CHECK(hanging[0] > 0);
     CHECK_FALSE(still_running(hanging[0]));
-    const std::string pid = test_support::lines_of(test_support::read_file(validate_pid)).at(0);
-    CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / ("trainhost-validate-" + pid)));
+    CHECK_FALSE(std::filesystem::exists(std::filesystem::temp_directory_path() / ("trainhost-validate-" + v.validate_pid)));
+}
+
+// SIGKILL gives validate no say: the test's process, told of its parent's death, ends
+// its whole group, the process the plugin forked too.
+TEST_CASE("validate killed by SIGKILL takes the running test's process group with it", "[validate]") {
+    TempDir dir;
+    const SignalledValidate v = validate_until_hanging(dir, "fork_and_hang", "KILL");
+    CHECK(v.run.signal == SIGKILL);
+    const std::vector<int> hanging = recorded_pids(v.pids, "hanging");
+    const std::vector<int> forked = recorded_pids(v.pids, "forked");
+    REQUIRE(hanging.size() == 1);
+    REQUIRE(forked.size() == 1);
+    CHECK(hanging[0] > 0);
+    CHECK(forked[0] > 0);
+    CHECK_FALSE(still_running(hanging[0]));
+    CHECK_FALSE(still_running(forked[0]));
+    // Nothing ran to remove it.
+    std::filesystem::remove_all(std::filesystem::temp_directory_path() / ("trainhost-validate-" + v.validate_pid));
 }
 
 TEST_CASE("strictness selects levels, JUnit records every test", "[validate]") {

@@ -29,8 +29,8 @@ public:
          "hang (never return), crash (abort the process), exit (end the process with status 7), sigint or sigterm (send the signal to the process and "
          "return normally), sigint_twice (a second Ctrl-C while the first is pending), sigint_then_sigterm, "
          "forge_result (print 'RESULT PASS' lines and throw a message holding one) or fork (leave a process that "
-         "holds the output open for 25 s, and return normally); hang and fork write 'hanging <pid>' and 'forked "
-         "<pid>' to file"},
+         "holds the output open for 25 s, and return normally), or fork_and_hang; hang and fork write 'hanging "
+         "<pid>' and 'forked <pid>' to file"},
         {"also_in_exception", TH_OPTION_BOOL, "false", "throw in on_exception too, after failing in hook"},
     };
     Thrower(trainhost::sdk::Context&, const trainhost::sdk::Options& options)
@@ -64,7 +64,7 @@ protected:
             std::fflush(stdout);
             throw std::runtime_error("deliberate failure in " + hook + "\nRESULT PASS");
         }
-        if (how_ == "fork") {
+        if (how_ == "fork" || how_ == "fork_and_hang") {
             if (std::exchange(signalled_, true)) return;
             const pid_t worker = ::fork();
             if (worker == 0) {
@@ -72,12 +72,12 @@ protected:
                 std::_Exit(0);
             }
             record("forked " + std::to_string(worker));
-            return;
+            if (how_ == "fork") return;
         }
         if (how_ == "unknown") throw 42;
         if (how_ == "crash") std::abort();
         if (how_ == "exit") std::_Exit(7);
-        if (how_ == "hang") {
+        if (how_ == "hang" || how_ == "fork_and_hang") {
             record("hanging " + std::to_string(::getpid()));
             for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
         }
