@@ -14,7 +14,7 @@ namespace trainhost::plugin::host_call {
 namespace {
 
 // A device-memory lease of this plugin holding exactly one float per parameter entry,
-// on the model's device.
+// on the parameter's device.
 float* param_sized(th_host* host, const char* what, th_handle handle, const ParamAccess& param) {
     resources::Ledger& ledger = host->services->ledger();
     const resources::LeaseRecord& lease = ledger.record(host->owner, handle, what);

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <dlfcn.h>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -110,8 +111,13 @@ private:
         }
     }
 
-    // As a worker its plugin forgot to join: it calls the ended instance's host.
+    // As a worker its plugin forgot to join: it calls the ended instance's host. The
+    // library stays mapped for the thread's code after the host unloads it.
     static void leave_a_thread_behind(trainhost::sdk::HostLink link) {
+        Dl_info self{};
+        if (::dladdr(reinterpret_cast<void*>(&leave_a_thread_behind), &self) == 0 || self.dli_fname == nullptr ||
+            ::dlopen(self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == nullptr)
+            return;  // the next instance's teardown says no call came
         std::thread([link] {
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
             while (instances_made.load() < 2 && std::chrono::steady_clock::now() < deadline)
