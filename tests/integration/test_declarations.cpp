@@ -48,7 +48,7 @@ TEST_CASE("through the SDK an undeclared change throws and fails the hook that m
     auto run = run_trainhost({"--config", config.string(), "--plugins=" + test_plugin("test_misuser")});
     // The fit's own failure (exit 4) outranks the violation, which the verdict still lists.
     CHECK(run.exit_code == 4);
-    CHECK_THAT(run.err, Contains("plugin 'test_misuser' failed in fit_start: metric_set: metric_set changes "
+    CHECK_THAT(run.err, Contains("plugin 'test_misuser' failed in fit_start: metric_set changes "
                                  "metric:test_misuser.sdk, which plugin 'test_misuser' does not declare"));
     CHECK_THAT(run.last_line(), Contains("1 misuse") && Contains("test_misuser undeclared_write"));
 }

@@ -302,7 +302,7 @@ TEST_CASE("the batch's outputs are refused out of phase, absent for a skipped ba
     config = dir.write("phase.toml", tiny_config(1, "\n[plugins.test_batch_outputs]\nread_in = \"batch_start\"\n"));
     run = run_trainhost({"--config", config.string(), plugin});
     CHECK(run.exit_code == 4);
-    CHECK_THAT(run.err, Contains("error: plugin 'test_batch_outputs' failed in batch_start: output_read: output_read is "
+    CHECK_THAT(run.err, Contains("error: plugin 'test_batch_outputs' failed in batch_start: output_read is "
                                  "not allowed in phase batch_start (allowed from before_backward to batch_end, and in "
                                  "val_batch_end)"));
 }
