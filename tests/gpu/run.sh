@@ -188,6 +188,16 @@ PY
 }
 bench autoencoder bench/configs/autoencoder.toml 3
 bench fashion_mnist_cnn examples/fashion_mnist_cnn.toml 2
+# At batch 32 and 64 a step is a handful of small kernels, so the two lines above weigh
+# mostly launch overhead (PyTorch's Python and dispatcher against trainhost's C++). At
+# batch 1024 the matrix products and convolutions weigh most.
+large_batch() {  # name, config, epochs, sed program
+  sed -e 's/^batch_size = [0-9]*/batch_size = 1024/' -e "$4" "$2" >"$logs/$1.toml"
+  grep -q '^batch_size = 1024' "$logs/$1.toml" || { fail "$1: no batch_size line in $2"; return; }
+  bench "$1" "$logs/$1.toml" "$3"
+}
+large_batch autoencoder_b1024 bench/configs/autoencoder.toml 3 's/^samples = [0-9]*/samples = 32768/'
+large_batch fashion_mnist_cnn_b1024 examples/fashion_mnist_cnn.toml 2 ''
 
 # The tests that run CUDA work in this process ([memcheck]) under compute-sanitizer,
 # where the machine has one that works (not under gVisor), with what is left of a
