@@ -11,6 +11,9 @@
 namespace trainhost::data {
 namespace {
 
+// Below this a batch is gathered on the calling thread alone.
+constexpr std::size_t kParallelGatherBytes = std::size_t{1} << 20;
+
 void require_capacity(std::size_t available, std::size_t needed, const char* buffer_name) {
     if (available < needed) {
         throw std::out_of_range(
@@ -67,6 +70,12 @@ std::size_t Batcher::gather(std::size_t batch_index, std::span<float> features_o
     if (want_labels) require_capacity(labels_out.size(), rows, "labels_out");
     if (want_targets) require_capacity(targets_out.size(), rows * target_width, "targets_out");
 
+    // On a GPU the batch is gathered while the device runs the step before, and a large
+    // one (batch 1024 of 3072 floats and its targets: 25 MB) takes one thread longer
+    // than that step: it sets the pace. Spread over the CPU's threads it does not. A
+    // small batch stays on this thread, where waking the others would cost more.
+    const std::size_t bytes = rows * (width + (want_targets ? target_width : 0)) * sizeof(float);
+#pragma omp parallel for schedule(static) if (bytes >= kParallelGatherBytes)
     for (std::size_t row = 0; row < rows; ++row) {
         const std::size_t sample = indices[row];
         std::copy_n(dataset_.features.begin() + static_cast<std::ptrdiff_t>(sample * width), width,

@@ -254,6 +254,31 @@ TEST_CASE("Batcher epochs, ordering and partial batches", "[data][batcher]") {
     CHECK(trainhost::data::Batcher(empty_dataset, 4, true, 1).batches() == 0);
 }
 
+TEST_CASE("a batch large enough to be gathered on several threads holds each row whole and in order",
+          "[data][batcher]") {
+    // 512 rows of 600 floats and 2 targets: 1.2 MB, over the size from which the rows
+    // are split between the CPU's threads.
+    const auto dataset = indexed_dataset(1000, 600);
+    trainhost::data::Batcher batcher(dataset, 512, true, 99);
+    std::vector<float> features(512 * 600, -1.F);
+    std::vector<std::int32_t> labels(512, -1);
+    std::vector<float> targets(512 * 2, -1.F);
+    for (const std::size_t batch : {std::size_t{0}, std::size_t{1}}) {
+        const std::size_t rows = batcher.gather(batch, features, labels, targets);
+        REQUIRE(rows == batcher.rows_in_batch(batch));
+        const auto indices = batcher.batch_indices(batch);
+        for (std::size_t r = 0; r < rows; ++r) {
+            const std::size_t id = indices[r];
+            for (std::size_t k = 0; k < 600; ++k) REQUIRE(features[r * 600 + k] == static_cast<float>(id * 100 + k));
+            REQUIRE(labels[r] == static_cast<std::int32_t>(id % 3));
+            REQUIRE(targets[r * 2] == static_cast<float>(id));
+            REQUIRE(targets[r * 2 + 1] == -static_cast<float>(id));
+        }
+        // The last batch is partial (488 rows): the tails keep what the first batch wrote.
+        if (batch == 1) CHECK(features[488 * 600] == static_cast<float>(batcher.batch_indices(0)[488] * 100));
+    }
+}
+
 TEST_CASE("make_synthetic_autoencoder is deterministic and well spread", "[data][synthetic]") {
     const auto dataset = trainhost::data::make_synthetic_autoencoder(64, 3072, 6, 2024);
     CHECK(dataset.count == 64);
