@@ -23,6 +23,7 @@
 #include <poll.h>
 #include <spawn.h>
 #include <sstream>
+#include <string_view>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <thread>
@@ -324,23 +325,24 @@ int validate_plugin(const ValidateOptions& given, std::ostream& out, std::ostrea
     const lifecycle::InterruptHandler interrupts(kStopValidateNotice);
     std::vector<Outcome> outcomes;
     int interrupted_by = 0;
+    const auto stop_on = [&](int signal_number, std::string_view when, const std::string& test) {
+        interrupted_by = signal_number;
+        out << fmt::format("validate: interrupted by {} {} {}: no more tests run\n",
+                           lifecycle::interrupt_name(signal_number), when, test);
+    };
     for (std::uint32_t round = 0; round < options.repeat && interrupted_by == 0; ++round) {
         std::map<std::string, std::string> status;  // this round's, by test
         for (const ConformanceTestInfo& test : conformance_tests()) {
             if (test.level > options.strictness) continue;
             if (const int signal_number = lifecycle::pending_interrupt(); signal_number != 0) {
-                interrupted_by = signal_number;
-                out << fmt::format("validate: interrupted by {} before {}: no more tests run\n",
-                                   lifecycle::interrupt_name(interrupted_by), test.name);
+                stop_on(signal_number, "before", test.name);
                 break;
             }
             const bool blocked = !test.requires_test.empty() && status[test.requires_test] != "PASS";
             Outcome outcome = blocked ? Outcome{test.name, "SKIP", "not run: needs " + test.requires_test + " to pass", 0}
                                       : run_child(test, options, options.seed + round, workdir);
             if (outcome.interrupted_by != 0) {
-                interrupted_by = outcome.interrupted_by;
-                out << fmt::format("validate: interrupted by {} during {}: no more tests run\n",
-                                   lifecycle::interrupt_name(interrupted_by), test.name);
+                stop_on(outcome.interrupted_by, "during", test.name);
                 break;
             }
             status[test.name] = outcome.status;

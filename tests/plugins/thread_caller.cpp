@@ -89,24 +89,23 @@ public:
     }
 
     void on_teardown(Context&) override {
-        if (mode_ == "detached" && number_ == 2) {
-            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-            while (!late_calls_made.load()) {
-                if (std::chrono::steady_clock::now() > deadline)
-                    throw std::runtime_error("the thread the first instance left made no call for 30 s");
-                std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            }
-        }
+        if (mode_ == "detached" && number_ == 2)
+            wait_up_to_30_s([] { return late_calls_made.load(); }, "the thread the first instance left made no call");
         stop_worker();
         if (served_.load()) throw std::runtime_error("the worker's acquire was served");
     }
 
 private:
     void wait_for_worker_call_after(std::uint64_t calls_before) const {
+        wait_up_to_30_s([&] { return calls_.load() != calls_before; }, "the worker made no host call");
+    }
+
+    // Throws "<failure> for 30 s" when `done` has not turned true by then.
+    template <class Done>
+    static void wait_up_to_30_s(Done done, const char* failure) {
         const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
-        while (calls_.load() == calls_before) {
-            if (std::chrono::steady_clock::now() > deadline)
-                throw std::runtime_error("the worker made no host call for 30 s");
+        while (!done()) {
+            if (std::chrono::steady_clock::now() > deadline) throw std::runtime_error(std::string(failure) + " for 30 s");
             std::this_thread::yield();
         }
     }
