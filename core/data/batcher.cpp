@@ -70,10 +70,11 @@ std::size_t Batcher::gather(std::size_t batch_index, std::span<float> features_o
     if (want_labels) require_capacity(labels_out.size(), rows, "labels_out");
     if (want_targets) require_capacity(targets_out.size(), rows * target_width, "targets_out");
 
-    // On a GPU the batch is gathered while the device runs the step before, and a large
-    // one (batch 1024 of 3072 floats and its targets: 25 MB) takes one thread longer
-    // than that step: it sets the pace. Spread over the CPU's threads it does not. A
-    // small batch stays on this thread, where waking the others would cost more.
+    // On a GPU the batch is gathered while the device runs the backward pass and the
+    // optimizer step of the batch before (the loss read waits for its forward pass), and
+    // a large one (batch 1024 of 3072 floats and its targets: 25 MB) takes one thread
+    // longer than those. A small batch stays on this thread, where waking the others
+    // would cost more than they save.
     const std::size_t bytes = rows * (width + (want_targets ? target_width : 0)) * sizeof(float);
 #pragma omp parallel for schedule(static) if (bytes >= kParallelGatherBytes)
     for (std::size_t row = 0; row < rows; ++row) {

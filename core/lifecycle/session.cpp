@@ -98,7 +98,7 @@ Session::Session(SessionOptions options, std::ostream& out, std::ostream& err)
         }
         if (options_.verbose) {
             const char* policy = std::getenv("OMP_WAIT_POLICY");
-            out_ << fmt::format("cpu threads: {} for OpenBLAS, {} for OpenMP (oneDNN), OMP_WAIT_POLICY={}\n",
+            out_ << fmt::format("cpu threads: {} for OpenBLAS, {} for OpenMP (oneDNN, batch gather), OMP_WAIT_POLICY={}\n",
                                 kernels::cpu::blas_threads(), kernels::cpu::openmp_threads(),
                                 policy ? policy : "(unset)");
         }

@@ -191,13 +191,19 @@ bench fashion_mnist_cnn examples/fashion_mnist_cnn.toml 2
 # At batch 32 and 64 a step is a handful of small kernels, so the two lines above weigh
 # mostly launch overhead (PyTorch's Python and dispatcher against trainhost's C++). At
 # batch 1024 the matrix products and convolutions weigh most.
-large_batch() {  # name, config, epochs, sed program
-  sed -e 's/^batch_size = [0-9]*/batch_size = 1024/' -e "$4" "$2" >"$logs/$1.toml"
-  grep -q '^batch_size = 1024' "$logs/$1.toml" || { fail "$1: no batch_size line in $2"; return; }
-  bench "$1" "$logs/$1.toml" "$3"
+large_batch() {  # name, config, epochs, then "key value" pairs: the config's lines to change
+  local name=$1 config=$2 epochs=$3 pair key value
+  shift 3
+  cp "$config" "$logs/$name.toml"
+  for pair in "batch_size 1024" "$@"; do
+    read -r key value <<<"$pair"
+    sed -i "s/^$key = [0-9]*/$key = $value/" "$logs/$name.toml"
+    grep -q "^$key = $value\b" "$logs/$name.toml" || { fail "$name: no '$key = ' line in $config"; return; }
+  done
+  bench "$name" "$logs/$name.toml" "$epochs"
 }
-large_batch autoencoder_b1024 bench/configs/autoencoder.toml 3 's/^samples = [0-9]*/samples = 32768/'
-large_batch fashion_mnist_cnn_b1024 examples/fashion_mnist_cnn.toml 2 ''
+large_batch autoencoder_b1024 bench/configs/autoencoder.toml 3 "samples 32768"
+large_batch fashion_mnist_cnn_b1024 examples/fashion_mnist_cnn.toml 2
 
 # The tests that run CUDA work in this process ([memcheck]) under compute-sanitizer,
 # where the machine has one that works (not under gVisor), with what is left of a
@@ -210,7 +216,7 @@ left=$((330 - SECONDS))
 if [[ ! -x $sanitizer ]]; then
   log "memcheck: no compute-sanitizer on this machine"
 elif ((left < 30)); then
-  log "memcheck: not run, ${left} s left of the budget"
+  fail "memcheck: not run, ${left} s left of the budget"
 else
   started=$SECONDS
   th timeout -k 10 "$left" "$sanitizer" --tool memcheck --report-api-errors no --error-exitcode 99 \
@@ -222,7 +228,7 @@ else
   unsupported) log "memcheck: cannot run on this machine (Device not supported), no verdict" ;;
   0) log "memcheck: no errors in $((SECONDS - started)) s ($(grep -v '^=' "$logs/memcheck.log" | grep -v '^$' | tail -1))" ;;
   99) fail "memcheck found errors (memcheck.log)"; grep -m 20 "^=========" "$logs/memcheck.log" | tee -a "$summary" ;;
-  124) log "memcheck: did not finish in ${left} s (memcheck.log)" ;;
+  124) fail "memcheck: did not finish in ${left} s (memcheck.log)" ;;
   *) log "memcheck: exit $rc, no verdict (memcheck.log)"; tail -3 "$logs/memcheck.log" | tee -a "$summary" ;;
   esac
 fi

@@ -43,7 +43,7 @@ TEST_CASE("trainhost has idle OpenMP workers sleep unless the user chose how the
     const RunResult chosen_for_the_user = run_trainhost(arguments, shown);
     CHECK(chosen_for_the_user.exit_code == 0);
     CHECK_THAT(chosen_for_the_user.out,
-               Contains("cpu threads: 2 for OpenBLAS, 2 for OpenMP (oneDNN), OMP_WAIT_POLICY=PASSIVE\n"));
+               Contains("cpu threads: 2 for OpenBLAS, 2 for OpenMP (oneDNN, batch gather), OMP_WAIT_POLICY=PASSIVE\n"));
     CHECK(final_spin_count(chosen_for_the_user) == "0");  // what libgomp itself uses
 
     const RunResult chosen_by_the_user = run_trainhost(arguments, shown + "; export OMP_WAIT_POLICY=active");
@@ -90,11 +90,11 @@ TEST_CASE("the config's threads bounds both OpenBLAS and OpenMP", "[cli][threads
     const RunResult one = run_trainhost(
         {"--config", dir.write("one.toml", "threads = 1\n" + tiny_config(1)).string(), "--device", "cpu", "--verbose"});
     CHECK(one.exit_code == 0);
-    CHECK_THAT(one.out, Contains("cpu threads: 1 for OpenBLAS, 1 for OpenMP (oneDNN)"));
+    CHECK_THAT(one.out, Contains("cpu threads: 1 for OpenBLAS, 1 for OpenMP (oneDNN, batch gather)"));
     const RunResult three = run_trainhost(
         {"--config", dir.write("three.toml", "threads = 3\n" + tiny_config(1)).string(), "--device", "cpu", "--verbose"});
     CHECK(three.exit_code == 0);
-    CHECK_THAT(three.out, Contains("cpu threads: 3 for OpenBLAS, 3 for OpenMP (oneDNN)"));
+    CHECK_THAT(three.out, Contains("cpu threads: 3 for OpenBLAS, 3 for OpenMP (oneDNN, batch gather)"));
 }
 
 TEST_CASE("threads above what OpenBLAS was built for is warned of, with the count it runs", "[cli][threads]") {
@@ -106,7 +106,7 @@ TEST_CASE("threads above what OpenBLAS was built for is warned of, with the coun
     const auto at = run.out.find(prefix);
     REQUIRE(at != std::string::npos);
     const int blas = std::stoi(run.out.substr(at + prefix.size()));
-    CHECK_THAT(run.out, Contains("for OpenBLAS, 1024 for OpenMP (oneDNN)"));
+    CHECK_THAT(run.out, Contains("for OpenBLAS, 1024 for OpenMP (oneDNN, batch gather)"));
     if (blas < 1024)
         CHECK_THAT(run.err, Contains("warning: " + config.string() + ": threads = 1024: OpenBLAS runs " +
                                      std::to_string(blas) + ", the most it was built for (OpenMP runs 1024)\n"));
