@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <optional>
 
 namespace trainhost::nn {
@@ -71,14 +72,16 @@ Model::Model(const config::ModelSpec& spec, const SampleShape& input_shape, std:
         }
         widths_.push_back(layers_.back()->output_width());
     }
-    for (std::size_t i = 0; i < widths_.size(); ++i) {
+    for (std::size_t i = 0; i < widths_.size(); ++i)
         activations_.emplace_back(context.ledger, std::vector<std::size_t>{max_rows_, widths_[i]}, TH_SCOPE_FIT,
                                   fmt::format("activation{}", i), device_);
-        // The input's gradient is never needed.
-        gradients_.emplace_back(i == 0 ? Tensor()
-                                       : Tensor(context.ledger, std::vector<std::size_t>{max_rows_, widths_[i]},
-                                                TH_SCOPE_FIT, fmt::format("activation{}.grad", i), device_));
-    }
+    // Each as wide as the widest gradient of its parity; the input's (i = 0) is never needed.
+    std::array<std::size_t, 2> widest{};
+    for (std::size_t i = 1; i < widths_.size(); ++i) widest[i % 2] = std::max(widest[i % 2], widths_[i]);
+    for (std::size_t parity = 0; parity < 2; ++parity)
+        if (widest[parity] > 0)
+            gradients_[parity] = Tensor(context.ledger, std::vector<std::size_t>{max_rows_, widest[parity]}, TH_SCOPE_FIT,
+                                        parity == 0 ? "activation.grad.even" : "activation.grad.odd", device_);
     for (auto& layer : layers_)
         for (Parameter& p : layer->parameters()) parameters_.push_back(&p);
 }
@@ -98,8 +101,8 @@ void Model::forward(std::size_t rows, bool training) {
 
 void Model::backward(std::size_t rows) {
     for (std::size_t i = layers_.size(); i-- > 0;)
-        layers_[i]->backward(activations_[i].data(), activations_[i + 1].data(), gradients_[i + 1].data(),
-                             i == 0 ? nullptr : gradients_[i].data(), rows);
+        layers_[i]->backward(activations_[i].data(), activations_[i + 1].data(), gradient(i + 1),
+                             i == 0 ? nullptr : gradient(i), rows);
 }
 
 std::vector<std::pair<std::string, data::Rng*>> Model::generators() const {

@@ -6,6 +6,7 @@
 #include "nn/layer_shapes.hpp"
 #include "nn/layers.hpp"
 
+#include <array>
 #include <memory>
 #include <vector>
 
@@ -22,7 +23,7 @@ public:
     [[nodiscard]] float* input() const noexcept { return activations_.front().data(); }
     [[nodiscard]] float* output() const noexcept { return activations_.back().data(); }
     // The loss writes d(loss)/d(output) here before backward().
-    [[nodiscard]] float* output_grad() const noexcept { return gradients_.back().data(); }
+    [[nodiscard]] float* output_grad() const noexcept { return gradient(widths_.size() - 1); }
     [[nodiscard]] std::size_t input_width() const noexcept { return widths_.front(); }
     [[nodiscard]] std::size_t output_width() const noexcept { return widths_.back(); }
     [[nodiscard]] std::size_t max_rows() const noexcept { return max_rows_; }
@@ -45,12 +46,19 @@ public:
     [[nodiscard]] std::vector<std::pair<std::string, data::Rng*>> generators() const;
 
 private:
+    // d loss / d activations_[i], valid from the backward pass of layer i until that of
+    // layer i - 1 has read it.
+    [[nodiscard]] float* gradient(std::size_t i) const noexcept { return gradients_[i % 2].data(); }
+
     std::vector<std::unique_ptr<Layer>> layers_;
     std::vector<std::size_t> spec_index_;  // [i] = the config's index of layers_[i]
     std::size_t spec_layers_ = 0;          // the config's layer count
     std::vector<std::size_t> widths_;     // widths_[i] = input width of layer i; back() = output
     std::vector<Tensor> activations_;     // [i] = input of layer i; back() = model output
-    std::vector<Tensor> gradients_;       // [i] = d loss / d activations_[i]; [0] unused
+    // Layer i's backward pass reads the gradient of its output (i + 1) and writes that of
+    // its input (i), which nothing reads after layer i - 1's: two buffers, one per
+    // parity of i, hold them all, where one per layer held every layer's to the end.
+    std::array<Tensor, 2> gradients_;
     std::vector<Parameter*> parameters_;
     std::size_t max_rows_;
     device::DeviceIndex device_;

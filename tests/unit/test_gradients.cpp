@@ -214,3 +214,20 @@ TEST_CASE("a CNN's move re-makes its pooling indices on the target and changes n
     CHECK(ledger.live_leases() == leases);
     CHECK(forward_backward() == before);  // the conv weight's gradient went through the pooling's indices
 }
+
+// The gradient of a layer's output lives from that layer's backward pass until the one
+// before it has read it: the model keeps two buffers, one per parity of the layer,
+// each as wide as the widest of its parity, rather than one per layer.
+TEST_CASE("the backward pass keeps two activation gradients, not one per layer", "[gradients][memory]") {
+    device::CpuDevice cpu(0);
+    resources::Ledger ledger({&cpu});
+    constexpr std::size_t rows = 5;
+    // Layer outputs 6 (flatten), 50, 3, 40, 4: the odd ones' widest is 6, the even ones' 50.
+    config::ModelSpec spec{{layer("flatten"), dense(50), dense(3), dense(40), dense(4)}, "mse"};
+    nn::Model model(spec, {6}, 4, nn::LayerContext{cpu.backend(), ledger, rows, 0}, 5);
+    std::size_t parameters = 0;
+    for (const nn::Parameter* p : model.parameters()) parameters += p->value.numel() + p->grad.numel();
+    const std::size_t activations = rows * (6 + 6 + 50 + 3 + 40 + 4);
+    CHECK(ledger.usage(resources::kCoreOwner).bytes_in_use ==
+          sizeof(float) * (parameters + activations + rows * (6 + 50)));
+}
