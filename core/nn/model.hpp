@@ -22,7 +22,8 @@ public:
 
     [[nodiscard]] float* input() const noexcept { return activations_.front().data(); }
     [[nodiscard]] float* output() const noexcept { return activations_.back().data(); }
-    // The loss writes d(loss)/d(output) here before backward().
+    // The loss writes d(loss)/d(output) here before backward(), which reuses the buffer
+    // for a layer further down: read it before backward(), not after.
     [[nodiscard]] float* output_grad() const noexcept { return gradient(widths_.size() - 1); }
     [[nodiscard]] std::size_t input_width() const noexcept { return widths_.front(); }
     [[nodiscard]] std::size_t output_width() const noexcept { return widths_.back(); }
